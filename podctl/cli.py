@@ -1,0 +1,163 @@
+"""The podctl command line.
+
+Exit codes: 0 success (or clean, or certified); 1 warnings under --strict, or
+not certified; 2 usage or configuration error. Errors the user can cause are
+printed without a traceback; `-v` shows one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import EXIT_ERRORS, EXIT_OK, EXIT_WARNINGS, PodctlError
+
+SITE_ARG = click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+class _Main(click.Group):
+    # Subcommand groups that live in their own packages are imported only when used,
+    # so that `podctl check` does not pay for the sim's or the deployer's imports.
+    lazy_commands = {"sim": ("podctl.sim.cli", "sim")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy_commands])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy_commands:
+            import importlib
+
+            module, attr = self.lazy_commands[name]
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except PodctlError as exc:
+            if ctx.obj and ctx.obj.get("verbose"):
+                raise
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="podctl")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """Describe a GPU pod once, deploy it, and certify it with measurements."""
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+
+
+def _load(site_file: Path):
+    from .site import load_site
+
+    return load_site(site_file)
+
+
+@main.command()
+@SITE_ARG
+@click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def check(site_file: Path, strict: bool, output: str) -> None:
+    """Check a site file: every problem at once, with its YAML path and position."""
+    from .site import check_site_file
+
+    result = check_site_file(site_file)
+    if output == "json":
+        click.echo(json.dumps({"file": str(site_file), "ok": not result.errors,
+                               "diagnostics": [d.as_dict() for d in result.diagnostics]}, indent=2))
+    else:
+        for diag in result.diagnostics:
+            click.echo(diag.render(), err=False)
+        summary = f"{len(result.errors)} error(s), {len(result.warnings)} warning(s)"
+        if result.errors:
+            click.echo(f"{site_file}: {summary}")
+        else:
+            site = result.site
+            assert site is not None
+            click.echo(f"{site_file}: ok ({len(site.nodes)} nodes, {len(site.groups)} groups); {summary}")
+    if result.errors:
+        sys.exit(EXIT_ERRORS)
+    if strict and result.warnings:
+        sys.exit(EXIT_WARNINGS)
+    sys.exit(EXIT_OK)
+
+
+@main.command()
+@SITE_ARG
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan(site_file: Path, output: str) -> None:
+    """Summarize what the site declares and what podctl derives from it."""
+    from .plan import plan_summary, print_plan
+
+    site = _load(site_file)
+    summary = plan_summary(site)
+    if output == "json":
+        click.echo(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        print_plan(summary, _console())
+
+
+@main.command()
+@SITE_ARG
+@click.option("-o", "--output-dir", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder to write hosts.yml, group_vars/ and host_vars/ into.")
+def inventory(site_file: Path, out_dir: Path) -> None:
+    """Write the Ansible inventory with the facts the roles need."""
+    from .inventory import write_inventory
+
+    site = _load(site_file)
+    files = write_inventory(site, out_dir)
+    click.echo(f"wrote {len(files)} files to {out_dir} ({len(site.nodes)} hosts)")
+
+
+@main.command()
+def schema() -> None:
+    """Print the site file's JSON Schema (Draft 2020-12)."""
+    from .site import schema as site_schema
+
+    click.echo(json.dumps(site_schema(), indent=2))
+
+
+@main.command()
+@click.option("--profile", required=True, help="Reference architecture: dgx-a100, dgx-h100 or dgx-h200.")
+@click.option("--scalable-units", "scalable_units", type=int, required=True, help="Number of scalable units.")
+@click.option("--nodes", type=int, default=None, help="GPU nodes (default: every slot of every unit).")
+@click.option("--name", default="pod", show_default=True, help="Pod name.")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File to write (default: standard output).")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(profile: str, scalable_units: int, nodes: int | None, name: str, out: Path | None, force: bool) -> None:
+    """Write a complete, commented site file for a reference-architecture pod."""
+    from .init import render_site
+
+    text = render_site(profile, scalable_units, nodes, name)
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    if out.exists() and not force:
+        raise PodctlError(f"{out}: already exists; pass --force to overwrite it")
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    click.echo(f"wrote {out}; next: podctl check {out} && podctl plan {out}", err=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

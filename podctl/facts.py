@@ -1,0 +1,192 @@
+"""Derived facts: everything the roles need that follows from the site model.
+
+Roles read these from the rendered inventory instead of re-deriving them from
+gathered facts, so `--limit` and adding nodes behave. Pure functions of the
+model; the fabric plan is computed once per fabric and shared.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Iterable
+from functools import cached_property, lru_cache
+
+from ClusterShell.NodeSet import NodeSet
+
+from .model import Fabric, Node, Role, Site
+from .topology import FabricPlan, plan_fabric, slurm_topology_conf
+
+# The check stage plans each fabric to find infeasible ones; plan, inventory and the
+# facts reuse that plan instead of computing it again.
+cached_plan = lru_cache(maxsize=8)(plan_fabric)
+
+# Slurm drains a node whose RealMemory exceeds what it finds; leave room for the OS.
+SLURM_MEMORY_FRACTION = 0.9
+
+STAGES = ("os", "fabric", "storage", "slurm", "monitoring")
+
+
+def fold(names: list[str] | tuple[str, ...]) -> str:
+    return str(NodeSet.fromlist(names)) if names else ""
+
+
+@dataclass(frozen=True)
+class RailAddress:
+    rail: int  # 1-based, as cabled
+    interface: str
+    address: str  # a.b.c.d/prefix
+
+
+class Facts:
+    """The derived view of one site; computed lazily, each piece once."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+
+    @cached_property
+    def plans(self) -> dict[str, FabricPlan]:
+        return {name: cached_plan(fabric) for name, fabric in self.site.fabrics.items()}
+
+    @cached_property
+    def slurm_nodes(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.site.nodes if Role.COMPUTE in n.roles) if self.site.slurm else ()
+
+    @cached_property
+    def rail_addresses(self) -> dict[str, tuple[RailAddress, ...]]:
+        site, out = self.site, {}
+        compute = site.fabrics.get("compute")
+        if compute is None or site.ipoib is None:
+            return {}
+        bases = [(int(subnet.network_address), subnet.prefixlen) for subnet in site.ipoib.rails]
+        for position, host in enumerate(compute.nodes):
+            # Integer arithmetic: building IPv4Interface objects dominated at 10,000 rails.
+            out[host] = tuple(
+                RailAddress(rail=r + 1, interface=f"ib{r}",
+                            address=f"{ipaddress.IPv4Address(base + position + 1)}/{prefix}")
+                for r, (base, prefix) in enumerate(bases))
+        return out
+
+    def hca_map(self, host: str) -> list[dict[str, object]]:
+        """Where each of a node's HCAs is cabled, per fabric."""
+        rows: list[dict[str, object]] = []
+        for name, plan in self.plans.items():
+            fabric = self.site.fabrics[name]
+            if host not in self._attached(name):
+                continue
+            for rail in range(1, fabric.rails + 1):
+                port = plan.leaf_port(host, rail)
+                rows.append({"fabric": name, "rail": rail, "switch": port.device, "port": port.port})
+        return rows
+
+    def _attached(self, fabric: str) -> frozenset[str]:
+        return self._attached_sets[fabric]
+
+    @cached_property
+    def _attached_sets(self) -> dict[str, frozenset[str]]:
+        return {name: frozenset(f.nodes) for name, f in self.site.fabrics.items()}
+
+    # -- Slurm ------------------------------------------------------------------------
+
+    @cached_property
+    def slurm_node_lines(self) -> list[dict[str, object]]:
+        """One NodeName line per (group) of compute nodes: same profile, same hardware."""
+        site = self.site
+        lines: list[dict[str, object]] = []
+        for group in site.groups:
+            hosts = [h for h in group.hosts if site.has_node(h) and Role.COMPUTE in site.node(h).roles]
+            if not hosts:
+                continue
+            prof = site.profiles[group.profile]
+            gpus = prof.gpus.count if prof.gpus else 0
+            lines.append({
+                "names": fold(hosts),
+                "cpus": prof.cpu_cores,
+                "real_memory_mb": int(prof.memory_gib * 1024 * SLURM_MEMORY_FRACTION),
+                "gpus": gpus if site.slurm and site.slurm.gres else 0,
+            })
+        return lines
+
+    @cached_property
+    def slurm_topology_conf(self) -> str:
+        compute = self.plans.get("compute")
+        if compute is None or not self.slurm_nodes:
+            return ""
+        # Hosts on the fabric that Slurm does not schedule (a head node on spare ports)
+        # would be unknown nodes to slurmctld: leave them out of topology.conf.
+        scheduled = {n.hostname for n in self.slurm_nodes}
+
+        def fold_scheduled(names: Iterable[str]) -> str:
+            names = list(names)
+            if any(self.site.has_node(n) for n in names):  # a node list, not switch names
+                names = [n for n in names if n in scheduled]
+            return fold(names)
+
+        return slurm_topology_conf(compute, fold_scheduled)
+
+    # -- Monitoring -------------------------------------------------------------------
+
+    @cached_property
+    def scrape_targets(self) -> dict[str, list[str]]:
+        mon = self.site.monitoring
+        if mon is None:
+            return {}
+        targets: dict[str, list[str]] = {}
+        if "node" in mon.exporters:
+            targets["node"] = [f"{n.hostname}:9100" for n in self.site.nodes]
+        if "slurm" in mon.exporters and self.site.slurm:
+            targets["slurm"] = [f"{h}:9341" for h in self.site.slurm.controllers[:1]]
+        if "dcgm" in mon.exporters:
+            gpu_nodes = [n for n in self.site.nodes if self.site.profile_of(n).gpus]
+            targets["dcgm"] = [f"{n.hostname}:9400" for n in gpu_nodes]
+        return targets
+
+    # -- Summary ----------------------------------------------------------------------
+
+    def stage_targets(self) -> dict[str, list[dict[str, str]]]:
+        """What each deploy stage will configure, and where."""
+        site = self.site
+        all_hosts = fold([n.hostname for n in site.nodes])
+        out: dict[str, list[dict[str, str]]] = {stage: [] for stage in STAGES}
+        out["os"].append({"what": "hostname, /etc/hosts, chrony, baseline packages, sysctl/limits, SSH hardening",
+                          "where": all_hosts})
+        for name, fabric in site.fabrics.items():
+            out["fabric"].append({"what": f"{name} fabric: rdma-core, IB diagnostics"
+                                  + (", IPoIB on " + str(fabric.rails) + " rails" if name == "compute" and site.ipoib else ""),
+                                  "where": fold(list(fabric.nodes))})
+            if fabric.subnet_managers:
+                out["fabric"].append({"what": f"{name} fabric: OpenSM, routing engine {fabric.routing_engine}",
+                                      "where": fold(list(fabric.subnet_managers))})
+        for mount in site.storage:
+            out["storage"].append({"what": f"{mount.type} mount {mount.server}:{mount.export} on {mount.mountpoint}",
+                                   "where": fold(list(mount.clients))})
+        if site.slurm:
+            s = site.slurm
+            out["slurm"].append({"what": "munge, slurmctld" + (" + slurmdbd, MariaDB" if s.accounting else ""),
+                                 "where": fold(list(s.controllers))})
+            out["slurm"].append({"what": "munge, slurmd", "where": fold([n.hostname for n in self.slurm_nodes])})
+        if site.monitoring:
+            m = site.monitoring
+            out["monitoring"].append({"what": "Prometheus" + (", Alertmanager with alert rules" if m.alert_rules else ""),
+                                      "where": m.prometheus_host})
+            for exporter, targets in self.scrape_targets.items():
+                out["monitoring"].append({"what": f"{exporter} exporter",
+                                          "where": fold([t.split(":")[0] for t in targets])})
+        return out
+
+
+def fabric_summary(fabric: Fabric, plan: FabricPlan) -> dict[str, object]:
+    counts = plan.counts()
+    return {
+        "rate": fabric.rate,
+        "switch": f"{fabric.switch_model} ({fabric.radix} ports)",
+        "tiers": plan.tiers,
+        "rails": fabric.rails,
+        "nodes": len(fabric.nodes),
+        "scalable_units": len(plan.scalable_units),
+        "switches": counts["switches"],
+        "cables": counts["cables"],
+        "oversubscription": round(fabric.oversubscription, 3),
+        "subnet_managers": fold(list(fabric.subnet_managers)),
+        "routing_engine": fabric.routing_engine,
+    }

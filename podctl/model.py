@@ -1,0 +1,249 @@
+"""The validated site model: plain, immutable data built once from site.yaml.
+
+Nothing here does I/O. `podctl.site.load_site` builds a `Site` from a file;
+derived facts (cables, rail addresses, Slurm topology) live in
+`podctl.topology` and `podctl.facts`, which take a `Site` as input.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from enum import Enum
+
+API_VERSION = "podctl/v1alpha1"
+KNOWN_API_VERSIONS = (API_VERSION,)
+
+
+class Role(str, Enum):
+    CONTROLLER = "controller"
+    LOGIN = "login"
+    COMPUTE = "compute"
+    SUBNET_MANAGER = "subnet-manager"
+    MONITORING = "monitoring"
+    STORAGE_CLIENT = "storage-client"
+
+
+# InfiniBand link rates per port (4x), in Gb/s of data.
+IB_RATES_GBPS: dict[str, int] = {"EDR": 100, "HDR": 200, "NDR": 400, "XDR": 800}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One row of a profile's reference-performance table.
+
+    A measurement passes when it is at least `value * (1 - tolerance)`.
+    """
+
+    figure: str
+    value: float
+    tolerance: float
+    unit: str
+    source: str
+
+    @property
+    def bound(self) -> float:
+        return self.value * (1.0 - self.tolerance)
+
+
+@dataclass(frozen=True)
+class NVLink:
+    generation: int
+    links_per_gpu: int
+    bandwidth_gbps: float  # GB/s per GPU, both directions
+
+
+@dataclass(frozen=True)
+class GPUs:
+    model: str
+    count: int
+    memory_gib: int
+    nvlink: NVLink | None
+    peak_bf16_tflops: float | None
+
+
+@dataclass(frozen=True)
+class HCAs:
+    count: int
+    rate: str  # key of IB_RATES_GBPS
+
+    @property
+    def gbps(self) -> int:
+        return IB_RATES_GBPS[self.rate] if self.count else 0
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    gpus: GPUs | None
+    compute_hcas: HCAs
+    storage_hcas: HCAs
+    cpu_cores: int
+    memory_gib: int
+    # True for profiles whose hardware is stood in for (the sim): absent GPUs
+    # and HCAs are expected there, not faults.
+    emulated: bool
+    reference: tuple[Reference, ...]
+    builtin: bool = False
+
+    def reference_for(self, figure: str) -> Reference | None:
+        for row in self.reference:
+            if row.figure == figure:
+                return row
+        return None
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    name: str
+    hostlist: str
+    hosts: tuple[str, ...]
+    profile: str
+    roles: frozenset[Role]
+
+
+@dataclass(frozen=True)
+class Node:
+    hostname: str
+    group: str
+    profile: str
+    roles: frozenset[Role]
+    address: ipaddress.IPv4Address
+
+    def has(self, role: Role) -> bool:
+        return role in self.roles
+
+
+@dataclass(frozen=True)
+class ManagementNetwork:
+    cidr: ipaddress.IPv4Network
+    gateway: ipaddress.IPv4Address | None
+    domain: str
+    dns: tuple[str, ...]
+    ntp: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IPoIB:
+    """IPoIB subnets, one per compute rail (index = rail number, 0-based)."""
+
+    rails: tuple[ipaddress.IPv4Network, ...]
+    mtu: int
+
+
+@dataclass(frozen=True)
+class Fabric:
+    name: str  # "compute" or "storage"
+    type: str  # "infiniband"
+    rate: str  # key of IB_RATES_GBPS
+    switch_model: str
+    radix: int
+    scalable_unit_size: int  # nodes per scalable unit (= per leaf, per rail)
+    tiers: int | None  # None: as few as suffice (two, else three)
+    leaf_down_ports: int
+    leaf_up_ports: int
+    rails: int  # cables per node into this fabric
+    nodes: tuple[str, ...]  # hostnames attached, in cabling order
+    subnet_managers: tuple[str, ...]
+    routing_engine: str
+    switch_prefix: str
+
+    @property
+    def oversubscription(self) -> float:
+        """Leaf down-ports in use per up-port (1.0 = non-blocking)."""
+        used = min(self.scalable_unit_size, self.leaf_down_ports)
+        return used / self.leaf_up_ports if self.leaf_up_ports else float("inf")
+
+
+@dataclass(frozen=True)
+class StorageMount:
+    name: str
+    type: str  # "nfs" | "lustre"
+    server: str
+    export: str  # NFS export path or Lustre filesystem name
+    mountpoint: str
+    options: tuple[str, ...]
+    clients: tuple[str, ...]  # hostnames that mount it
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    nodes: tuple[str, ...]
+    hostlist: str
+    default: bool
+    max_time: str
+
+
+@dataclass(frozen=True)
+class Slurm:
+    cluster_name: str
+    controllers: tuple[str, ...]
+    accounting: bool
+    partitions: tuple[Partition, ...]
+    gres: bool  # advertise GPUs as gres/gpu on GPU nodes
+    select_type: str
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    prometheus_host: str
+    retention: str
+    scrape_interval: str
+    exporters: tuple[str, ...]
+    alert_rules: bool
+
+
+@dataclass(frozen=True)
+class ThresholdOverride:
+    value: float | None
+    tolerance: float | None
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    hosts: tuple[str, ...]
+    hostlist: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    # profile name -> figure -> override
+    thresholds: dict[str, dict[str, ThresholdOverride]]
+    exclude: tuple[Exclusion, ...]
+    nccl_tests_path: str | None
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    description: str
+    source: str  # the file it was loaded from
+    profiles: dict[str, Profile]
+    groups: tuple[NodeGroup, ...]
+    nodes: tuple[Node, ...]
+    management: ManagementNetwork
+    ipoib: IPoIB | None
+    fabrics: dict[str, Fabric]
+    storage: tuple[StorageMount, ...]
+    slurm: Slurm | None
+    monitoring: Monitoring | None
+    validation: ValidationSettings
+    _by_name: dict[str, Node] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({n.hostname: n for n in self.nodes})
+
+    def node(self, hostname: str) -> Node:
+        return self._by_name[hostname]
+
+    def has_node(self, hostname: str) -> bool:
+        return hostname in self._by_name
+
+    def nodes_with(self, role: Role) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if role in n.roles)
+
+    def profile_of(self, node: Node) -> Profile:
+        return self.profiles[node.profile]

@@ -1,0 +1,90 @@
+"""A small, fast, deterministic YAML writer for the inventory's plain data.
+
+PyYAML's representer walks every value in Python and took most of the time
+to render a 1,344-node inventory. Our data is only mappings, lists, strings,
+numbers, booleans and null, so a direct writer is short and several times
+faster. Anything not plainly safe is written as a JSON string, which YAML
+reads back unchanged; multi-line text becomes a literal block.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@\[\],:+-]*$")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+# Plain scalars that YAML 1.1 (Ansible's loader) would read as something other than a string.
+_SPECIAL = re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|"
+                      r"null|Null|NULL|~)$")
+
+
+def _scalar(value: object) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    text = str(value)
+    if _PLAIN.match(text) and not _SPECIAL.match(text) and ": " not in text and not text.endswith(":") \
+            and "," not in text and "[" not in text:
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _key(key: object) -> str:
+    text = str(key)
+    return text if _KEY.match(text) and not _SPECIAL.match(text) else json.dumps(text, ensure_ascii=False)
+
+
+def _emit(value: object, indent: int, out: list[str]) -> None:
+    pad = " " * indent
+    if isinstance(value, dict):
+        for key in sorted(value, key=str):
+            item = value[key]
+            if isinstance(item, dict) and item:
+                out.append(f"{pad}{_key(key)}:\n")
+                _emit(item, indent + 2, out)
+            elif isinstance(item, list) and item:
+                out.append(f"{pad}{_key(key)}:\n")
+                _emit(item, indent, out)
+            else:
+                out.append(f"{pad}{_key(key)}: {_inline(item, indent + 2)}\n")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict) and item:
+                lines: list[str] = []
+                _emit(item, indent + 2, lines)
+                first = lines[0]
+                out.append(f"{pad}- {first[indent + 2:]}")
+                out.extend(lines[1:])
+            elif isinstance(item, list) and item:
+                out.append(f"{pad}-\n")
+                _emit(item, indent + 2, out)
+            else:
+                out.append(f"{pad}- {_inline(item, indent + 2)}\n")
+    else:
+        out.append(f"{pad}{_inline(value, indent)}\n")
+
+
+def _inline(value: object, indent: int) -> str:
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    if isinstance(value, str) and "\n" in value and not value.startswith(" "):
+        body = value[:-1] if value.endswith("\n") else value
+        chomp = "" if value.endswith("\n") else "-"
+        if "\n\n" not in value and all(line == line.rstrip() for line in body.split("\n")):
+            pad = " " * indent
+            return f"|{chomp}\n" + "\n".join(pad + line if line else line for line in body.split("\n"))
+    return _scalar(value)
+
+
+def dump(data: dict) -> str:
+    out: list[str] = []
+    _emit(data, 0, out)
+    return "".join(out)

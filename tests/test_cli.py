@@ -1,0 +1,116 @@
+"""The podctl command line: exit codes, output forms, and no tracebacks on user errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from podctl.cli import main
+
+from .conftest import DATA, SIM_SITE
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def test_check_clean_site_exits_0() -> None:
+    code, out = run("check", str(SIM_SITE))
+    assert code == 0 and "ok (4 nodes" in out
+
+
+def test_check_errors_exit_2_with_positions() -> None:
+    code, out = run("check", str(DATA / "invalid-many-errors.yaml"))
+    assert code == 2
+    assert "invalid-many-errors.yaml:21:14: error: nodes[1].profile: unknown profile 'dgx-h1000'" in out
+    assert "did you mean 'dgx-h100'?" in out
+
+
+def test_warnings_exit_0_or_1_with_strict() -> None:
+    path = str(DATA / "valid-warning-oversubscribed.yaml")
+    assert run("check", path)[0] == 0
+    assert run("check", "--strict", path)[0] == 1
+    assert run("check", "--strict", str(SIM_SITE))[0] == 0
+
+
+def test_check_json_output() -> None:
+    code, out = run("check", "-o", "json", str(DATA / "invalid-unknown-key.yaml"))
+    assert code == 2
+    data = json.loads(out)
+    assert data["ok"] is False
+    (diag,) = data["diagnostics"]
+    assert (diag["path"], diag["code"], diag["line"], diag["column"]) == ("nodes[1].profle", "unknown-key", 18, 5)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    code, out = run("check", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "no such file" in out and "podctl init" in out
+
+
+def test_plan_text_and_json() -> None:
+    code, out = run("plan", str(SIM_SITE))
+    assert code == 0 and "4 nodes" in out and "Deploy stages" in out
+    code, out = run("plan", "-o", "json", str(SIM_SITE))
+    data = json.loads(out)
+    assert data["nodes"]["total"] == 4
+    assert data["fabrics"]["compute"]["switches"] == {"leaf": 2, "spine": 1, "core": 0}
+    assert data["fabrics"]["compute"]["cables"]["node-leaf"] == 6
+    assert data["stages"]["slurm"][1] == {"what": "munge, slurmd", "where": "node[01-03]"}
+
+
+def test_plan_on_a_broken_site_exits_2() -> None:
+    code, out = run("plan", str(DATA / "invalid-unknown-profile.yaml"))
+    assert code == 2 and "unknown profile 'simm'" in out
+
+
+def test_inventory_command(tmp_path: Path) -> None:
+    code, out = run("inventory", str(SIM_SITE), "-o", str(tmp_path / "inv"))
+    assert code == 0 and "wrote 6 files" in out
+    assert (tmp_path / "inv" / "host_vars" / "node03.yml").exists()
+
+
+def test_schema_is_a_valid_draft_2020_12_schema_that_accepts_the_sim_site() -> None:
+    code, out = run("schema")
+    schema = json.loads(out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(yaml.safe_load(SIM_SITE.read_text()), schema, cls=jsonschema.Draft202012Validator)
+
+
+@pytest.mark.parametrize("profile,units,nodes,expect_nodes", [
+    ("dgx-a100", 7, None, 140), ("dgx-h100", 4, 127, 127), ("dgx-h200", 1, None, 32), ("dgx-h100", 42, None, 1344),
+])
+def test_init_writes_a_site_that_passes_check(tmp_path: Path, profile: str, units: int, nodes: int | None,
+                                              expect_nodes: int) -> None:
+    out = tmp_path / "site.yaml"
+    args = ["init", "--profile", profile, "--scalable-units", str(units), "-o", str(out)]
+    if nodes:
+        args += ["--nodes", str(nodes)]
+    assert run(*args)[0] == 0
+    code, text = run("check", "--strict", str(out))
+    assert code == 0, text
+    code, plan = run("plan", "-o", "json", str(out))
+    groups = {g["group"]: g["count"] for g in json.loads(plan)["nodes"]["groups"]}
+    assert groups["gpu"] == expect_nodes
+    assert out.read_text().startswith("# yaml-language-server: $schema=")
+
+
+def test_init_refuses_to_overwrite_and_bad_arguments(tmp_path: Path) -> None:
+    out = tmp_path / "site.yaml"
+    out.write_text("mine")
+    code, msg = run("init", "--profile", "dgx-h100", "--scalable-units", "2", "-o", str(out))
+    assert code == 2 and "--force" in msg and out.read_text() == "mine"
+    code, msg = run("init", "--profile", "sim", "--scalable-units", "2")
+    assert code == 2 and "dgx-a100" in msg
+    code, msg = run("init", "--profile", "dgx-h100", "--scalable-units", "0")
+    assert code == 2 and "between 1 and 64" in msg
+    code, msg = run("init", "--profile", "dgx-h100", "--scalable-units", "1", "--nodes", "33")
+    assert code == 2 and "between 1 and 32" in msg

@@ -143,11 +143,18 @@ def schema() -> None:
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default: standard output).")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def init(profile: str, scalable_units: int, nodes: int | None, name: str, out: Path | None, force: bool) -> None:
+@click.option("--schema-ref", default=None,
+              help="What the file's $schema line points at (default: the schema installed with podctl).")
+def init(profile: str, scalable_units: int, nodes: int | None, name: str, out: Path | None, force: bool,
+         schema_ref: str | None) -> None:
     """Write a complete, commented site file for a reference-architecture pod."""
+    from importlib import resources
+
     from .init import render_site
 
-    text = render_site(profile, scalable_units, nodes, name)
+    if schema_ref is None:
+        schema_ref = str(resources.files("podctl.schema").joinpath("site.schema.json"))
+    text = render_site(profile, scalable_units, nodes, name, schema_ref)
     if out is None:
         click.echo(text, nl=False)
         return

@@ -34,8 +34,7 @@ REFERENCE_ARCHITECTURES: dict[str, Reference] = {
 MAX_SCALABLE_UNITS = 64
 
 
-def render_site(profile: str, scalable_units: int, nodes: int | None = None, name: str = "pod",
-                schema_ref: str = "https://podctl.dev/schema/v1alpha1/site.schema.json") -> str:
+def render_site(profile: str, scalable_units: int, nodes: int | None, name: str, schema_ref: str) -> str:
     ref = REFERENCE_ARCHITECTURES.get(profile)
     if ref is None:
         raise PodctlError(f"init knows the reference architectures of {', '.join(REFERENCE_ARCHITECTURES)}, "

@@ -114,3 +114,14 @@ def test_init_refuses_to_overwrite_and_bad_arguments(tmp_path: Path) -> None:
     assert code == 2 and "between 1 and 64" in msg
     code, msg = run("init", "--profile", "dgx-h100", "--scalable-units", "1", "--nodes", "33")
     assert code == 2 and "between 1 and 32" in msg
+
+
+@pytest.mark.parametrize("example,args", [
+    ("dgx-a100-superpod-140.yaml", ["--profile", "dgx-a100", "--scalable-units", "7", "--name", "superpod-a100"]),
+    ("dgx-h100-4su-127.yaml", ["--profile", "dgx-h100", "--scalable-units", "4", "--nodes", "127", "--name", "h100-pod"]),
+])
+def test_reference_examples_are_what_init_writes(example: str, args: list[str]) -> None:
+    path = SIM_SITE.parents[1] / "examples" / example
+    code, text = run("init", *args, "--schema-ref", "../../podctl/schema/site.schema.json")
+    assert code == 0
+    assert text == path.read_text(), f"regenerate {example} with podctl init"

@@ -1,7 +1,7 @@
 """The podctl command line.
 
 Exit codes: 0 success (or clean, or certified); 1 warnings under --strict, or
-not certified; 2 usage or configuration error. Errors the user can cause are
+not certified; 2 usage or configuration error; 70 a bug in podctl. Errors the user can cause are
 printed without a traceback; `-v` shows one.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EXIT_ERRORS, EXIT_OK, EXIT_WARNINGS, PodctlError
+from .errors import EXIT_ERRORS, EXIT_INTERNAL, EXIT_OK, EXIT_WARNINGS, PodctlError
 
 SITE_ARG = click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
 
@@ -52,6 +52,14 @@ class _Main(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:  # a bug in podctl, not the user's doing
+            if ctx.obj and ctx.obj.get("verbose"):
+                raise
+            click.echo(f"internal error: {type(exc).__name__}: {exc}\n"
+                       "this is a bug in podctl; run again with -v for the traceback and report it", err=True)
+            ctx.exit(EXIT_INTERNAL)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})

@@ -4,6 +4,7 @@ Exit codes (documented in the README):
   0  success / clean / certified
   1  warnings with --strict, or a result that is not certified
   2  usage or configuration errors (bad site file, missing tool)
+  70 an internal error (a bug in podctl; -v shows the traceback)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from enum import Enum
 EXIT_OK = 0
 EXIT_WARNINGS = 1
 EXIT_ERRORS = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in podctl, not a user error
 
 
 class Severity(str, Enum):

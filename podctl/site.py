@@ -119,7 +119,7 @@ def check_site_file(path: str | Path) -> CheckResult:
 def check_site_text(text: str, file: str = "<site>") -> CheckResult:
     source = load_source(text, file)
     result = CheckResult(file, None, list(source.diagnostics))
-    if source.data is None or result.errors:
+    if result.errors:
         return result
     report = _Reporter(source, result.diagnostics)
     data = source.data

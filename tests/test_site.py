@@ -85,6 +85,8 @@ def test_load_site_raises_with_every_error() -> None:
     ("# only a comment\n", "empty"),
     ("- a\n- b\n", "type"),
     ("just a string", "type"),
+    ("Null", "type"),
+    ("~\n", "type"),
     ("apiVersion: podctl/v1alpha1\nkind: Site\nmetadata: {name: x}\nnodes: [\n", "yaml-syntax"),
     ("kind: Site\n", "api-version"),
     ("{a: 1, a: 2}", "duplicate-key"),

@@ -1,0 +1,628 @@
+"""Fabric planning against NVIDIA's published DGX SuperPOD counts, and its invariants."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+
+import pytest
+from ClusterShell.NodeSet import NodeSet
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podctl.errors import PodctlError
+from podctl.model import Fabric
+from podctl.topology import (
+    CABLE_TIERS,
+    SWITCH_TIERS,
+    FabricPlan,
+    Port,
+    TopologyError,
+    plan_fabric,
+    slurm_topology_conf,
+)
+
+
+def make_fabric(
+    nodes: int,
+    *,
+    su_size: int = 32,
+    radix: int = 64,
+    down: int | None = None,
+    up: int | None = None,
+    rails: int = 8,
+    tiers: int | None = None,
+    rate: str = "NDR",
+    model: str = "QM9700",
+    prefix: str = "ib",
+    host: str = "dgx{:04d}",
+) -> Fabric:
+    return Fabric(
+        name="compute",
+        type="infiniband",
+        rate=rate,
+        switch_model=model,
+        radix=radix,
+        scalable_unit_size=su_size,
+        tiers=tiers,
+        leaf_down_ports=radix // 2 if down is None else down,
+        leaf_up_ports=radix - radix // 2 if up is None else up,
+        rails=rails,
+        nodes=tuple(host.format(i) for i in range(1, nodes + 1)),
+        subnet_managers=(),
+        routing_engine="ftree",
+        switch_prefix=prefix,
+    )
+
+
+def ndr(nodes: int, tiers: int | None = None) -> Fabric:
+    """QM9700 (64 x NDR), 32-node SUs, 8 rails: the H100/B200 SuperPOD fabric."""
+    return make_fabric(nodes, tiers=tiers)
+
+
+def hdr(nodes: int, tiers: int | None = None) -> Fabric:
+    """QM8790 (40 x HDR), 20-node SUs, 8 rails: the A100 SuperPOD fabric."""
+    return make_fabric(nodes, su_size=20, radix=40, rate="HDR", model="QM8790", tiers=tiers)
+
+
+def sim(tiers: int | None = None) -> Fabric:
+    return make_fabric(
+        3, su_size=4, radix=8, rails=2, rate="HDR", model="sim-switch-8",
+        prefix="sim", host="node{:02d}", tiers=tiers,
+    )
+
+
+def flat_counts(plan: FabricPlan) -> dict[str, int]:
+    counts = plan.counts()
+    return {**counts["switches"], **counts["cables"]}
+
+
+RANK = {"leaf": 1, "spine": 2, "core": 3}
+CABLE_ENDS = {"node-leaf": (0, 1), "leaf-spine": (1, 2), "spine-core": (2, 3)}
+
+
+def assert_invariants(fabric: Fabric, plan: FabricPlan) -> None:
+    switches = {s.name: s for s in plan.switches}
+    assert len(switches) == len(plan.switches), "switch names are unique"
+    assert plan.tiers in (2, 3)
+    tiers_present = {s.tier for s in plan.switches}
+    assert tiers_present == ({"leaf", "spine"} if plan.tiers == 2 else set(SWITCH_TIERS))
+
+    used: set[Port] = set()
+    node_rails: Counter[tuple[str, int]] = Counter()
+    down: Counter[str] = Counter()
+    up: Counter[str] = Counter()
+    links: dict[str, Counter[str]] = defaultdict(Counter)
+    spine_down = fabric.radix // 2
+    for cable in plan.cables:
+        assert cable.rate == fabric.rate
+        low_rank, up_rank = CABLE_ENDS[cable.tier]
+        upper = switches[cable.upper.device]
+        assert RANK[upper.tier] == up_rank
+        assert 1 <= cable.upper.port <= upper.radix
+        assert cable.upper not in used, f"{cable.upper} cabled twice"
+        used.add(cable.upper)
+        down[upper.name] += 1
+        if low_rank == 0:
+            host, rail = cable.lower.device, cable.lower.port
+            assert host not in switches
+            assert 1 <= rail <= fabric.rails
+            node_rails[(host, rail)] += 1
+            # Leaf (s, r) carries only rail r, only of SU s, at the node's SU position.
+            assert upper.rail == rail
+            assert upper.su == plan.su_of(host)
+            position = plan.scalable_units[upper.su - 1].index(host) + 1
+            assert cable.upper.port == position <= fabric.leaf_down_ports
+            continue
+        lower = switches[cable.lower.device]
+        assert RANK[lower.tier] == low_rank
+        assert 1 <= cable.lower.port <= lower.radix
+        assert cable.lower not in used, f"{cable.lower} cabled twice"
+        used.add(cable.lower)
+        up[lower.name] += 1
+        links[lower.name][upper.name] += 1
+        if cable.tier == "leaf-spine":
+            assert cable.lower.port > fabric.leaf_down_ports
+            if plan.tiers == 3:
+                assert cable.upper.port <= spine_down
+                assert (upper.rail, upper.block) == (lower.rail, lower.block)
+        else:
+            assert cable.lower.port > spine_down
+            assert upper.group == lower.group is not None
+            # A per-plane core carries its plane; a grouped core serves several.
+            assert upper.plane in (lower.plane, None)
+
+    assert node_rails == {(h, r): 1 for h in fabric.nodes for r in range(1, fabric.rails + 1)}
+    assert all(down[s.name] or up[s.name] for s in plan.switches), "no idle switch"
+    top = "spine" if plan.tiers == 2 else "core"
+    assert not any(up[s.name] for s in plan.switches_in(top))
+
+    # Fat-tree regularity: a leaf spreads its uplinks evenly over every spine it
+    # may use, and a spine reaches every core of its core group.
+    spines_for: dict[tuple[int | None, int | None], set[str]] = defaultdict(set)
+    for spine in plan.switches_in("spine"):
+        spines_for[(spine.rail, spine.block)].add(spine.name)
+    for leaf in plan.switches_in("leaf"):
+        assert up[leaf.name] == fabric.leaf_up_ports
+        if plan.tiers == 2:
+            reachable = spines_for[(None, None)]
+        else:
+            reachable = spines_for[(leaf.rail, leaf.block)]
+        assert set(links[leaf.name]) == reachable
+        assert len(set(links[leaf.name].values())) == 1
+    if plan.tiers == 3:
+        cores_of_group: dict[int | None, set[str]] = defaultdict(set)
+        for core in plan.switches_in("core"):
+            cores_of_group[core.group].add(core.name)
+        grouped = {core.plane is None for core in plan.switches_in("core")}
+        assert len(grouped) == 1, "one core rule per fabric"
+        for spine in plan.switches_in("spine"):
+            assert set(links[spine.name]) == cores_of_group[spine.group]
+            if grouped == {True}:
+                # Grouped planes: one link from each spine to each core of its group.
+                assert set(links[spine.name].values()) == {1}
+            else:
+                assert spine.group == spine.plane
+
+    per_leaf = min(fabric.scalable_unit_size, len(fabric.nodes))
+    if fabric.leaf_up_ports >= per_leaf:
+        for switch in plan.switches:
+            if up[switch.name]:
+                assert up[switch.name] >= down[switch.name], f"{switch.name} is blocking"
+        assert all(r >= 1.0 for r in plan.bisection_ratio().values())
+
+    counts = plan.counts()
+    assert counts["switches"] == {t: sum(s.tier == t for s in plan.switches) for t in SWITCH_TIERS}
+    assert counts["cables"] == {t: sum(c.tier == t for c in plan.cables) for t in CABLE_TIERS}
+    assert sum(counts["cables"].values()) == len(plan.cables)
+    assert counts["cables"]["node-leaf"] == len(fabric.nodes) * fabric.rails
+
+    assert tuple(h for su in plan.scalable_units for h in su) == fabric.nodes
+    assert all(len(su) == fabric.scalable_unit_size for su in plan.scalable_units[:-1])
+
+
+# -- NVIDIA's published counts -------------------------------------------------------
+
+
+# DGX SuperPOD H100 RA, Table 4. NVIDIA's node-leaf column adds 4 UFM cables per
+# SU row; those are not compute nodes, so nodes * 8 here.
+@pytest.mark.parametrize(
+    ("nodes", "leaf", "spine", "node_leaf", "leaf_spine"),
+    [
+        (31, 8, 4, 248, 256),
+        (63, 16, 8, 504, 512),
+        (95, 24, 16, 760, 768),
+        (127, 32, 16, 1016, 1024),
+    ],
+)
+def test_h100_reference_architecture(
+    nodes: int, leaf: int, spine: int, node_leaf: int, leaf_spine: int
+) -> None:
+    plan = plan_fabric(ndr(nodes))
+    assert plan.tiers == 2
+    assert flat_counts(plan) == {
+        "leaf": leaf, "spine": spine, "core": 0,
+        "node-leaf": node_leaf, "leaf-spine": leaf_spine, "spine-core": 0,
+    }
+
+
+# DGX SuperPOD B200 RA, "Larger DGX SuperPOD component counts".
+@pytest.mark.parametrize(
+    ("sus", "tiers", "leaf", "spine", "core", "per_tier"),
+    [
+        (2, 2, 16, 8, 0, 512),
+        (4, 2, 32, 16, 0, 1024),
+        (8, 2, 64, 32, 0, 2048),
+        (16, 3, 128, 128, 64, 4096),
+        (32, 3, 256, 256, 128, 8192),
+        (64, 3, 512, 512, 256, 16384),
+    ],
+)
+def test_b200_reference_architecture(
+    sus: int, tiers: int, leaf: int, spine: int, core: int, per_tier: int
+) -> None:
+    plan = plan_fabric(ndr(sus * 32))
+    assert plan.tiers == tiers
+    assert flat_counts(plan) == {
+        "leaf": leaf, "spine": spine, "core": core,
+        "node-leaf": per_tier, "leaf-spine": per_tier,
+        "spine-core": per_tier if tiers == 3 else 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("sus", "planes", "per_plane", "groups"),
+    [
+        # One block: 16 SUs -> 16 spines per rail, 2 links per leaf-spine pair;
+        # 32 SUs -> 32 spines per rail, 1 link. Every spine has 32 uplinks.
+        (16, 16, 8, 2),
+        (32, 32, 8, 4),
+        # Two full blocks of 32 SUs: a plane holds 8 rails x 2 blocks.
+        (64, 32, 16, 4 * 2),
+    ],
+)
+def test_b200_cores_are_grouped_planes(sus: int, planes: int, per_plane: int, groups: int) -> None:
+    # g = 64 / per_plane planes share a group of u = 32 cores, each core taking
+    # one link from each of the group's 64 spines: groups * 32 cores.
+    fabric = ndr(sus * 32)
+    plan = plan_fabric(fabric)
+    spines = plan.switches_in("spine")
+    g = 64 // per_plane
+    assert Counter(s.plane for s in spines) == {j: per_plane for j in range(1, planes + 1)}
+    assert all(s.group == (s.plane - 1) // g + 1 for s in spines)
+    cores = plan.switches_in("core")
+    assert Counter(c.group for c in cores) == {k: 32 for k in range(1, groups + 1)}
+    load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
+    assert {load[c.name] for c in cores} == {64}
+    assert_invariants(fabric, plan)
+
+
+def test_dgx_a100_superpod() -> None:
+    # 140 nodes = 7 SUs of 20 on 40-port HDR switches, leaves 20 down / 20 up.
+    # Leaves: 7 SUs x 8 rails = 56. Two tiers would need a spine per uplink
+    # (S = 20) each reaching all 56 leaves, but a spine has 40 ports: three tiers.
+    # Spines: 20 down-ports each, so a rail's 7 leaves fit one block;
+    #   G = smallest divisor of 20 with G * 20 >= 7 * 20 -> 10 per rail, 80 in all;
+    #   each leaf sends 20 / 10 = 2 links to each of its rail's 10 spines,
+    #   so a spine has 7 * 2 = 14 links down and 14 up.
+    # Cores (grouped planes): plane j holds spine j of the 8 rails, p = 8 spines,
+    #   all with u = 14 uplinks. 40 % 8 == 0, so g = 40 / 8 = 5 consecutive planes
+    #   form a core group: planes 1-5 and 6-10, 40 spines each (5 planes x 8 rails).
+    #   A group has u = 14 cores; each spine sends one link to each of them, so
+    #   each core takes one link from each of its group's 40 spines: 40 of 40 ports.
+    #   2 groups * 14 = 28 cores, as in NVIDIA's A100 SuperPOD design.
+    #   (The per-plane rule gave 7 cores per plane, 2 links from each spine,
+    #   16 of 40 ports used: 10 * 7 = 70 cores.)
+    # Cables: 140 * 8 = 1120; 56 * 20 = 1120; 80 * 14 = 28 * 40 = 1120.
+    plan = plan_fabric(hdr(140))
+    assert plan.tiers == 3
+    assert flat_counts(plan) == {
+        "leaf": 56, "spine": 80, "core": 28,
+        "node-leaf": 1120, "leaf-spine": 1120, "spine-core": 1120,
+    }
+    spines = plan.switches_in("spine")
+    cores = plan.switches_in("core")
+    assert Counter(s.rail for s in spines) == {r: 10 for r in range(1, 9)}
+    assert {s.plane: s.group for s in spines} == {j: 1 if j <= 5 else 2 for j in range(1, 11)}
+    assert Counter(c.group for c in cores) == {1: 14, 2: 14}
+    assert all(c.plane is None for c in cores)
+    assert [c.name for c in cores] == [
+        f"ib-core-g{g:02d}-{k:02d}" for g in (1, 2) for k in range(1, 15)
+    ]
+    spine_group = {s.name: s.group for s in spines}
+    feeders: dict[str, Counter[int]] = defaultdict(Counter)
+    for cable in plan.cables_in("spine-core"):
+        feeders[cable.upper.device][spine_group[cable.lower.device]] += 1
+    assert {c.name: feeders[c.name] for c in cores} == {
+        c.name: Counter({c.group: 40}) for c in cores
+    }
+    core_ports = Counter(c.upper for c in plan.cables_in("spine-core"))
+    assert set(core_ports) == {Port(c.name, q) for c in cores for q in range(1, 41)}
+    assert_invariants(hdr(140), plan)
+
+    with pytest.raises(TopologyError, match="three tiers are needed"):
+        plan_fabric(hdr(140, tiers=2))
+
+
+def test_eos_scale() -> None:
+    # 1,344 nodes = 42 SUs of 32 on 64-port NDR switches, 8 rails.
+    # Leaves: 42 * 8 = 336. Two tiers top out at 64 leaves: three tiers.
+    # Blocks: a spine has 32 down-ports, so each rail splits into
+    #   ceil(42 / 32) = 2 blocks: SUs 1-32 and SUs 33-42.
+    # Spines, per rail:
+    #   block 1, 32 leaves: G * 32 >= 32 * 32 -> G = 32; 1 link per leaf-spine
+    #     pair; 32 down, 32 up.
+    #   block 2, 10 leaves: G * 32 >= 10 * 32 -> smallest divisor of 32 >= 10 = 16;
+    #     2 links per pair; 20 down, 20 up.
+    #   48 per rail, 384 in all.
+    # Cores: spine uplinks are uneven (32 and 20), so grouped planes do not
+    # apply and each plane gets its own cores (per-plane rule):
+    #   planes 1-16 hold 8 block-1 spines (32 up) and 8 block-2 spines (20 up):
+    #     256 + 160 = 416 uplinks; ceil(416 / 64) = 7; no common divisor of
+    #     32 and 20 is >= 7, so 7 cores, round-robin (59 or 60 ports each).
+    #   planes 17-32 hold 8 block-1 spines: 256 uplinks -> 4 cores (4 | 32).
+    #   16 * 7 + 16 * 4 = 176 cores.
+    # Cables: 1344 * 8 = 10752; 336 * 32 = 10752; 256 * 32 + 128 * 20 = 10752.
+    fabric = ndr(1344)
+    plan = plan_fabric(fabric)
+    assert plan.tiers == 3
+    assert flat_counts(plan) == {
+        "leaf": 336, "spine": 384, "core": 176,
+        "node-leaf": 10752, "leaf-spine": 10752, "spine-core": 10752,
+    }
+    spines = plan.switches_in("spine")
+    assert Counter((s.rail, s.block) for s in spines) == {
+        (r, b): n for r in range(1, 9) for b, n in ((1, 32), (2, 16))
+    }
+    cores_per_plane = Counter(c.plane for c in plan.switches_in("core"))
+    assert cores_per_plane == {j: 7 if j <= 16 else 4 for j in range(1, 33)}
+    assert all(s.group == s.plane for s in plan.switches_in("spine") + plan.switches_in("core"))
+    core_load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
+    assert {core_load[c.name] for c in plan.switches_in("core") if c.plane == 1} == {59, 60}
+    assert plan.bisection_ratio() == {"leaf": 1.0, "spine": 1.0}
+    assert_invariants(fabric, plan)
+
+
+def test_sim_fabric() -> None:
+    # 3 nodes on one 4-node SU, 2 rails: 2 leaves with 4 uplinks each; one
+    # 8-port spine takes all 8 of them.
+    fabric = sim()
+    plan = plan_fabric(fabric)
+    assert plan.tiers == 2
+    assert plan.scalable_units == (("node01", "node02", "node03"),)
+    assert [s.name for s in plan.switches] == ["sim-leaf-su01-r1", "sim-leaf-su01-r2", "sim-spine-01"]
+    assert flat_counts(plan) == {
+        "leaf": 2, "spine": 1, "core": 0, "node-leaf": 6, "leaf-spine": 8, "spine-core": 0,
+    }
+    assert plan.leaf_port("node03", 2) == Port("sim-leaf-su01-r2", 3)
+    assert plan.su_of("node02") == 1
+    uplinks = [(c.lower, c.upper) for c in plan.cables_in("leaf-spine")]
+    assert uplinks == [
+        (Port(f"sim-leaf-su01-r{rail}", 4 + q), Port("sim-spine-01", 4 * (rail - 1) + q))
+        for rail in (1, 2)
+        for q in range(1, 5)
+    ]
+    assert_invariants(fabric, plan)
+
+
+def test_sim_fabric_forced_to_three_tiers() -> None:
+    plan = plan_fabric(sim(tiers=3))
+    assert plan.tiers == 3
+    # A rail's single leaf needs one 4-down/4-up spine; both spines sit in
+    # plane 1, whose 8 uplinks fill one 8-port core. Grouped planes would give
+    # the lone plane a group of u = 4 cores with 2 links each, more cores than
+    # the per-plane rule's 1, so the per-plane rule stays.
+    assert flat_counts(plan) == {
+        "leaf": 2, "spine": 2, "core": 1, "node-leaf": 6, "leaf-spine": 8, "spine-core": 8,
+    }
+    assert [s.name for s in plan.switches_in("spine")] == [
+        "sim-spine-r1-b1-01", "sim-spine-r2-b1-01",
+    ]
+    assert [s.name for s in plan.switches_in("core")] == ["sim-core-01-01"]
+    assert_invariants(sim(tiers=3), plan)
+
+
+# -- Invariants over ranges ------------------------------------------------------------
+
+
+def _node_counts(su_size: int, sus: Iterable[int]) -> list[int]:
+    # Odd SU counts get a partial last SU (one node short), even ones are full.
+    return [n * su_size - (n % 2) for n in sus]
+
+
+# Every count up to where two tiers stop, then each side of every block
+# boundary (a block is 32 SUs on 64 ports) and a few in between.
+NDR_SUS = [*range(1, 18), 23, 31, 32, 33, 40, 47, 48, 49, 57, 63, 64]
+# Two tiers stop after 5 SUs, blocks are 20 SUs; 91-99 have a short last block
+# whose spines need extra uplinks (see the test for 95 below).
+HDR_SUS = [*range(1, 13), 19, 20, 21, 39, 40, 41, 59, 60, 61, 79, 80, 81, 91, 95, 99, 100]
+
+
+@pytest.mark.parametrize("nodes", _node_counts(32, NDR_SUS))
+def test_invariants_ndr(nodes: int) -> None:
+    fabric = ndr(nodes)
+    assert_invariants(fabric, plan_fabric(fabric))
+
+
+# 100 SUs is the most a three-tier QM8790 tree takes with 8 rails (see
+# test_three_tier_limits).
+@pytest.mark.parametrize("nodes", _node_counts(20, HDR_SUS))
+def test_invariants_hdr(nodes: int) -> None:
+    fabric = hdr(nodes)
+    assert_invariants(fabric, plan_fabric(fabric))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    radix=st.sampled_from([8, 12, 16, 36, 40, 64]),
+    rails=st.integers(1, 8),
+    data=st.data(),
+)
+def test_invariants_hold_for_any_feasible_fabric(radix: int, rails: int, data: st.DataObject) -> None:
+    down = data.draw(st.integers(1, radix - 1), label="down")
+    up = data.draw(st.integers(1, radix - down), label="up")
+    su_size = data.draw(st.integers(1, down), label="su_size")
+    # Enough SUs for several three-tier blocks on the small radixes, few
+    # enough nodes to keep each example quick.
+    nodes = data.draw(st.integers(1, min(su_size * 3 * radix, 600)), label="nodes")
+    tiers = data.draw(st.sampled_from([None, 2, 3]), label="tiers")
+    fabric = make_fabric(nodes, su_size=su_size, radix=radix, down=down, up=up, rails=rails, tiers=tiers)
+    try:
+        plan = plan_fabric(fabric)
+    except TopologyError:
+        return
+    assert_invariants(fabric, plan)
+
+
+def test_three_tier_limits() -> None:
+    # A full three-tier tree of radix k serves k^3 / 4 ports: 8192 nodes of 8
+    # rails on 64 ports, 2000 on 40 ports. One more SU does not fit.
+    largest = plan_fabric(ndr(256 * 32))
+    assert flat_counts(largest) == {
+        "leaf": 2048, "spine": 2048, "core": 1024,
+        "node-leaf": 65536, "leaf-spine": 65536, "spine-core": 65536,
+    }
+    with pytest.raises(TopologyError, match=r"holds 8192 nodes"):
+        plan_fabric(ndr(256 * 32 + 1))
+    assert plan_fabric(hdr(100 * 20)).counts()["switches"] == {"leaf": 800, "spine": 800, "core": 400}
+    with pytest.raises(TopologyError, match=r"holds 2000 nodes"):
+        plan_fabric(hdr(100 * 20 + 1))
+
+
+def test_short_last_block_spines_get_enough_uplinks_to_reach_every_core() -> None:
+    # 95 HDR SUs: block 5 has 15 leaves per rail, so its 20 spines carry 15
+    # links down. Plane j then holds 32 spines with 20 up and 8 with 15:
+    # 760 uplinks need 19 cores, more than 15. Those 8 spines get 20 uplinks
+    # so that every spine reaches every core of its plane: 20 cores.
+    fabric = hdr(95 * 20)
+    plan = plan_fabric(fabric)
+    cores_per_plane = Counter(c.plane for c in plan.switches_in("core"))
+    assert cores_per_plane == {j: 20 for j in range(1, 21)}
+    up = Counter(c.lower.device for c in plan.cables_in("spine-core"))
+    short = [s for s in plan.switches_in("spine") if s.block == 5]
+    assert {up[s.name] for s in short} == {20}
+    assert plan.counts()["cables"]["spine-core"] == 800 * 20
+    assert_invariants(fabric, plan)
+
+
+def test_short_last_core_group_keeps_one_link_per_core() -> None:
+    # 8-port switches, 4 rails, 3 SUs of 3 nodes, leaves 3 down / 5 up: one
+    # block; 5 spines per rail, 1 link per leaf-spine pair, so u = 3 uplinks.
+    # A plane holds p = 4 spines (4 rails), so g = 8 / 4 = 2 planes a group:
+    # planes 1-2, 3-4 and a short last group of plane 5. Each group has u = 3
+    # cores; the last group's take one link from each of its 4 spines (4 of 8
+    # ports). 3 * 3 = 9 cores; the per-plane rule needs 3 per plane, 15 in all.
+    fabric = make_fabric(9, su_size=3, radix=8, down=3, up=5, rails=4, tiers=3)
+    plan = plan_fabric(fabric)
+    cores = plan.switches_in("core")
+    assert Counter(c.group for c in cores) == {1: 3, 2: 3, 3: 3}
+    assert {s.plane: s.group for s in plan.switches_in("spine")} == {1: 1, 2: 1, 3: 2, 4: 2, 5: 3}
+    load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
+    assert {c.name: load[c.name] for c in cores} == {
+        c.name: 8 if c.group < 3 else 4 for c in cores
+    }
+    assert plan.counts()["cables"]["spine-core"] == 20 * 3
+    assert_invariants(fabric, plan)
+
+
+@pytest.mark.parametrize("fabric", [ndr(1344), hdr(140)], ids=["per-plane", "grouped"])
+def test_plan_is_deterministic(fabric: Fabric) -> None:
+    first = plan_fabric(fabric)
+    again = plan_fabric(fabric)
+    assert first == again
+    assert first.switches == again.switches and first.cables == again.cables
+
+
+def test_switch_names_sort_in_plan_order() -> None:
+    plan = plan_fabric(ndr(1344))
+    for tier in SWITCH_TIERS:
+        names = [s.name for s in plan.switches_in(tier)]
+        assert names == sorted(names)
+        assert [s.index for s in plan.switches_in(tier)] == list(range(1, len(names) + 1))
+    assert plan.switches_in("leaf")[0].name == "ib-leaf-su01-r1"
+    assert plan.switches_in("spine")[-1].name == "ib-spine-r8-b2-16"
+    assert plan.switches_in("core")[-1].name == "ib-core-32-04"
+
+
+def test_many_sus_widen_names_to_keep_them_sorted() -> None:
+    plan = plan_fabric(make_fabric(120, su_size=1, rails=1))
+    names = [s.name for s in plan.switches_in("leaf")]
+    assert names[0] == "ib-leaf-su001-r1"
+    assert names == sorted(names)
+
+
+def test_leaf_port_and_su_lookups() -> None:
+    plan = plan_fabric(ndr(127))
+    assert plan.leaf_port("dgx0001", 1) == Port("ib-leaf-su01-r1", 1)
+    assert plan.leaf_port("dgx0033", 8) == Port("ib-leaf-su02-r8", 1)
+    assert plan.leaf_port("dgx0127", 3) == Port("ib-leaf-su04-r3", 31)
+    assert plan.su_of("dgx0032") == 1
+    assert plan.su_of("dgx0033") == 2
+    with pytest.raises(KeyError, match="not attached"):
+        plan.leaf_port("dgx9999", 1)
+    with pytest.raises(KeyError, match="no rail 9"):
+        plan.leaf_port("dgx0001", 9)
+    with pytest.raises(KeyError, match="not attached"):
+        plan.su_of("head01")
+    with pytest.raises(ValueError, match="unknown tier"):
+        plan.switches_in("super-spine")
+
+
+def test_oversubscribed_leaves_report_their_ratio() -> None:
+    # 40 nodes per leaf sharing 24 uplinks: 0.6 of the bandwidth they can offer.
+    plan = plan_fabric(make_fabric(80, su_size=40, radix=64, down=40, up=24))
+    assert plan.bisection_ratio()["leaf"] == pytest.approx(24 / 40)
+    # A partial SU does not hide the full one: the worst leaf counts.
+    plan = plan_fabric(make_fabric(70, su_size=40, radix=64, down=40, up=24))
+    assert plan.bisection_ratio()["leaf"] == pytest.approx(24 / 40)
+
+
+# -- Errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fabric", "message"),
+    [
+        (make_fabric(64, su_size=33), r"33 nodes on each leaf but leaf_down_ports is 32"),
+        (make_fabric(64, down=40, up=32), r"exceed the 64-port QM9700"),
+        (make_fabric(0), r"no nodes"),
+        (make_fabric(64, up=0), r"leaf_up_ports is 0"),
+        (make_fabric(64, tiers=4), r"tiers is 4"),
+        (ndr(9 * 32, tiers=2), r"two tiers cannot join 72 leaves .*three tiers are needed"),
+    ],
+)
+def test_infeasible_fabrics_say_what_to_change(fabric: Fabric, message: str) -> None:
+    with pytest.raises(TopologyError, match=message) as raised:
+        plan_fabric(fabric)
+    assert isinstance(raised.value, PodctlError)
+    assert "'compute'" in str(raised.value)
+
+
+def test_duplicate_nodes_are_rejected() -> None:
+    fabric = make_fabric(4)
+    doubled = replace(fabric, nodes=fabric.nodes + ("dgx0002",))
+    with pytest.raises(TopologyError, match="dgx0002 more than once"):
+        plan_fabric(doubled)
+
+
+def test_auto_tiers_switch_to_three_after_eight_ndr_sus() -> None:
+    assert plan_fabric(ndr(8 * 32)).tiers == 2
+    assert plan_fabric(ndr(8 * 32 + 1)).tiers == 3
+
+
+# -- Slurm topology.conf ---------------------------------------------------------------
+
+
+def test_slurm_topology_for_sim() -> None:
+    text = slurm_topology_conf(plan_fabric(sim()))
+    assert text == (
+        "# Generated by podctl from the declared fabric 'compute'; "
+        "change the site file and regenerate rather than editing this.\n"
+        "# Each scalable unit is one switch here: its nodes are one leaf hop apart on every rail.\n"
+        "SwitchName=su01 Nodes=node[01-03]\n"
+        "SwitchName=spine Switches=su01\n"
+    )
+
+
+def test_slurm_topology_for_two_sus() -> None:
+    text = slurm_topology_conf(plan_fabric(ndr(64)))
+    assert text.splitlines()[0].startswith("# Generated by podctl from the declared fabric")
+    assert text.splitlines()[2:] == [
+        "SwitchName=su01 Nodes=dgx[0001-0032]",
+        "SwitchName=su02 Nodes=dgx[0033-0064]",
+        "SwitchName=spine Switches=su[01-02]",
+    ]
+
+
+def test_slurm_topology_for_three_tiers_lists_every_node_once() -> None:
+    plan = plan_fabric(ndr(1343))
+    lines = [line for line in slurm_topology_conf(plan).splitlines() if not line.startswith("#")]
+    seen: Counter[str] = Counter()
+    parents: Counter[str] = Counter()
+    for line in lines:
+        fields = dict(part.split("=", 1) for part in line.split())
+        if "Nodes" in fields:
+            seen.update(NodeSet(fields["Nodes"]))
+        else:
+            parents.update(NodeSet(fields["Switches"]))
+    assert seen == Counter(ndr(1343).nodes)
+    assert lines[-3:] == [
+        "SwitchName=block01 Switches=su[01-32]",
+        "SwitchName=block02 Switches=su[33-42]",
+        "SwitchName=core Switches=block[01-02]",
+    ]
+    # Every SU and every block hangs under exactly one parent.
+    assert parents == Counter([f"su{i:02d}" for i in range(1, 43)] + ["block01", "block02"])
+
+
+def test_slurm_topology_leaves_out_sus_the_fold_drops() -> None:
+    def scheduled_only(names: Iterable[str]) -> str:
+        kept = [n for n in names if n != "dgx0033"]
+        return str(NodeSet.fromlist(kept)) if kept else ""
+
+    text = slurm_topology_conf(plan_fabric(ndr(33)), scheduled_only)
+    assert text.splitlines()[2:] == [
+        "SwitchName=su01 Nodes=dgx[0001-0032]",
+        "SwitchName=spine Switches=su01",
+    ]

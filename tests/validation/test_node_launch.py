@@ -1,0 +1,44 @@
+"""Rank discovery for the multi-process checks (validation/launch.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from validation.launch import env_from_environ, first_host
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "first"),
+    [
+        ("dgx001", "dgx001"),
+        ("dgx[007-010,12],login1", "dgx007"),
+        ("gpu-a[01-04]", "gpu-a01"),
+        ("n[3,5-6]-ib", "n3-ib"),
+        ("login1,dgx[1-2]", "login1"),
+    ],
+)
+def test_first_host_of_slurm_nodelist(nodelist: str, first: str) -> None:
+    assert first_host(nodelist) == first
+
+
+def test_torchrun_variables_win() -> None:
+    env = env_from_environ({"RANK": "3", "WORLD_SIZE": "16", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "8",
+                            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400", "SLURM_PROCID": "9"})
+    assert env is not None
+    assert (env.rank, env.world_size, env.local_rank, env.local_world_size) == (3, 16, 3, 8)
+    assert (env.master_addr, env.master_port, env.source) == ("10.0.0.1", 29400, "torchrun")
+
+
+def test_slurm_variables() -> None:
+    env = env_from_environ({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1",
+                            "SLURM_TASKS_PER_NODE": "8(x2)", "SLURM_JOB_NODELIST": "dgx[010-011]",
+                            "SLURM_JOB_ID": "123456", "PATH": "/nonexistent"})
+    assert env is not None
+    assert (env.rank, env.world_size, env.local_rank, env.local_world_size) == (9, 16, 1, 8)
+    assert env.master_addr == "dgx010"
+    assert env.master_port == 29500 + 123456 % 10000
+    assert env.source == "slurm"
+
+
+def test_no_launcher_means_none() -> None:
+    assert env_from_environ({"HOME": "/root"}) is None

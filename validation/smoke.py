@@ -1,0 +1,335 @@
+"""Training smoke test: a small GPT trained with DDP across every rank of the job.
+
+    python3 -m validation.smoke --local-procs 8 --peak-tflops 989 --checkpoint-dir /shared/scratch
+    srun -N2 --ntasks-per-node=8 python3 -m validation.smoke --expect-world-size 16 \
+        --peak-tflops 989 --checkpoint-dir /lustre/scratch/podctl
+    python3 -m validation.smoke --cpu --local-procs 2            # tiny model, gloo
+
+Checks: every rank reports; the world size is as expected; the loss stays
+finite and falls (mean of the first window of steps against the last);
+rank 0 writes a checkpoint (model and optimizer) to --checkpoint-dir and
+every rank reads it back and compares each tensor bit-for-bit with its own
+replica, which also proves the directory is shared and the replicas agree.
+Throughput: TFLOP/s per GPU from 6N + 12·L·d·seq FLOPs per token over the
+median step time after warm-up, and MFU against --peak-tflops. On CPUs the
+figure is TFLOP/s per node (all ranks of a host added).
+
+GPU defaults: the 944 M-parameter preset, seq 2048, micro-batch 8, bf16
+autocast, fused AdamW, flash attention through SDPA, torch.compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from validation.launch import DistEnv, add_launch_arguments, init_process_group, launch_and_emit, use_cuda
+from validation.result import CheckArgumentParser, Report, hostname, parse_args, progress, summarize
+
+
+def _compare_state(mine: dict[str, Any], theirs: dict[str, Any], prefix: str) -> list[str]:
+    """Names of tensors that differ in dtype, shape or any bit."""
+    import torch
+
+    bad = []
+    for key in sorted(set(mine) | set(theirs), key=str):
+        a, b = mine.get(key), theirs.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            bad += _compare_state(a, b, name + ".")
+        elif isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            if a.device != b.device:
+                a, b = a.detach().cpu(), b.detach().cpu()
+            if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+                bad.append(name)
+        elif isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or a != b:
+            bad.append(name)
+    return bad
+
+
+def checkpoint_round_trip(model: Any, optimizer: Any, make_model: Any, make_optimizer: Any, path: Path,
+                          is_writer: bool, barrier: Any, device: Any) -> dict[str, Any]:
+    """Writer saves; everyone (after the barrier) loads into fresh objects and compares bit-for-bit."""
+    import torch
+
+    result: dict[str, Any] = {"path": str(path)}
+    if is_writer:
+        t0 = time.perf_counter()
+        tmp = path.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        result["write_s"] = time.perf_counter() - t0
+        result["bytes"] = path.stat().st_size
+    barrier()
+    try:
+        t0 = time.perf_counter()
+        loaded = torch.load(path, map_location=device, weights_only=True)
+        result["read_s"] = time.perf_counter() - t0
+    except OSError as exc:
+        result.update(visible=False, exact=False, error=f"{type(exc).__name__}: {exc}")
+        return result
+    fresh = make_model()
+    fresh.load_state_dict(loaded["model"], strict=True)
+    fresh_optimizer = make_optimizer(fresh)
+    fresh_optimizer.load_state_dict(loaded["optimizer"])
+    mismatched = _compare_state(model.state_dict(), fresh.state_dict(), "model.")
+    mismatched += _compare_state(
+        {str(k): v for k, v in optimizer.state_dict()["state"].items()},
+        {str(k): v for k, v in fresh_optimizer.state_dict()["state"].items()}, "optimizer.")
+    result.update(visible=True, exact=not mismatched, mismatched=mismatched[:20],
+                  tensors=len(fresh.state_dict()) + sum(len(s) for s in fresh_optimizer.state.values()))
+    return result
+
+
+def _build(cls: Any, cfg: Any, device: Any) -> Any:
+    with device:
+        return cls(cfg)
+
+
+def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from validation.gpt import GPT, PRESETS, flops_per_token, parameter_count, synthetic_batch
+
+    cuda = use_cuda(args)
+    backend = args.backend or ("nccl" if cuda else "gloo")
+    device = torch.device("cuda", env.local_rank) if cuda else torch.device("cpu")
+    preset = args.model or ("gpt-944m" if cuda else "tiny")
+    cfg = PRESETS[preset].with_overrides(
+        seq_len=args.seq_len, micro_batch=args.micro_batch, d_model=args.d_model,
+        n_layer=args.layers, n_head=args.heads, vocab_size=args.vocab, lr=args.lr)
+    compile_model = args.compile if args.compile is not None else cuda
+    steps = args.steps or (40 if cuda else 10)
+    warmup = args.warmup_steps if args.warmup_steps is not None else (10 if cuda else 2)
+    if steps <= warmup + 1:
+        raise ValueError(f"--steps {steps} leaves no timed steps after --warmup-steps {warmup}")
+    report = Report("smoke")
+    init_process_group(env, backend, args.timeout)
+    try:
+        if cuda:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        else:
+            # Ranks share the host's cores: one intra-op pool each would oversubscribe.
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            torch.set_num_threads(max(1, cores // max(1, env.local_world_size)))
+        torch.manual_seed(args.seed)  # identical initial weights on every rank
+        with device:  # built in place: initialising 944 M parameters on the host takes seconds
+            model = GPT(cfg)
+        n_params = parameter_count(model)
+
+        def make_optimizer(m: Any) -> Any:
+            return torch.optim.AdamW(m.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                                     **({"fused": True} if cuda else {"foreach": True}))
+
+        optimizer = make_optimizer(model)
+        # Large buckets: under torch.compile every bucket boundary splits the graph,
+        # and 25 MB buckets would mean ~150 compiled pieces for 944 M parameters.
+        ddp_kwargs: dict[str, Any] = {"bucket_cap_mb": args.bucket_mb, "gradient_as_bucket_view": True}
+        if cuda:
+            ddp_kwargs["device_ids"] = [env.local_rank]
+        net: Any = DDP(model, **ddp_kwargs)
+        if compile_model:
+            net = torch.compile(net)
+
+        gen = torch.Generator(device=device).manual_seed(args.seed * 1000 + env.rank)
+        pool = [synthetic_batch(cfg, gen, device) for _ in range(args.batch_pool)]
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
+        losses: list[Any] = []
+        step_times: list[float] = []
+        events = []
+        compile_fallback = None
+        if env.rank == 0:
+            progress(f"{preset}: {n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
+                     f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={compile_model}")
+        wall0 = time.perf_counter()
+        for step in range(steps):
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, warmup))
+            x, y = pool[step % len(pool)]
+            if cuda:
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+            t0 = time.perf_counter()
+            try:
+                with autocast:
+                    loss = net(x, y)
+                loss.backward()
+            except Exception as exc:  # noqa: BLE001 - compile problems fall back to eager
+                if not (compile_model and step == 0):
+                    raise
+                compile_fallback = f"{type(exc).__name__}: {str(exc)[:300]}"
+                progress(f"torch.compile failed, continuing eager: {compile_fallback}")
+                optimizer.zero_grad(set_to_none=True)
+                net = DDP(model, **ddp_kwargs)
+                with autocast:
+                    loss = net(x, y)
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+            if cuda:
+                end.record()
+                events.append((begin, end))
+            else:
+                step_times.append(time.perf_counter() - t0)
+            if step == 0 and env.rank == 0:
+                if cuda:
+                    torch.cuda.synchronize(device)
+                progress(f"first step (with compilation) took {time.perf_counter() - wall0:.1f} s")
+        if cuda:
+            torch.cuda.synchronize(device)
+            step_times = [b.elapsed_time(e) / 1e3 for b, e in events]
+        loss_values = [float(v) for v in torch.stack(losses).float().cpu().tolist()]
+        train_wall = time.perf_counter() - wall0
+
+        timed = step_times[warmup:]
+        median_step, step_spread = summarize(timed)
+        tokens_per_step = cfg.micro_batch * cfg.seq_len
+        fpt = flops_per_token(n_params, cfg)
+        tflops_samples = [fpt * tokens_per_step / t / 1e12 for t in timed]
+        window = max(1, min(5, steps // 4))
+        first, last = loss_values[:window], loss_values[-window:]
+        finite = all(math.isfinite(v) for v in loss_values)
+
+        # Checkpoint: a run directory every rank agrees on.
+        names = [uuid.uuid4().hex[:12] if env.rank == 0 else None]
+        dist.broadcast_object_list(names, src=0)
+        base = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(tempfile.gettempdir())
+        run_dir = base / f"podctl-smoke-{names[0]}"
+        if env.rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+
+        def barrier() -> None:
+            dist.barrier()
+
+        checkpoint = checkpoint_round_trip(
+            model, optimizer, lambda: _build(GPT, cfg, device), make_optimizer,
+            run_dir / "checkpoint.pt", env.rank == 0, barrier, device)
+        dist.barrier()
+        if env.rank == 0 and not args.keep_checkpoint:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+        mine = {
+            "rank": env.rank, "local_rank": env.local_rank, "host": hostname(),
+            "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+            "loss_first_window": sum(first) / len(first), "loss_last_window": sum(last) / len(last),
+            "loss_finite": finite, "median_step_s": median_step,
+            "tflops": fpt * tokens_per_step / median_step / 1e12, "tflops_samples": tflops_samples,
+            "checkpoint": checkpoint, "compile_fallback": compile_fallback,
+        }
+        everyone: list[Any] = [None] * env.world_size
+        dist.all_gather_object(everyone, mine)
+        if env.rank != 0:
+            return None
+
+        report.details.update({
+            "model": {"preset": preset, **cfg.to_dict(), "parameters": n_params},
+            "flops_per_token": fpt, "flops_formula": "6N + 12*L*d*seq",
+            "steps": steps, "warmup_steps": warmup, "compile": compile_model, "backend": backend,
+            "world_size": env.world_size, "train_wall_s": train_wall,
+            "loss_rank0": loss_values, "step_time_s": {"median": median_step, **step_spread},
+            "ranks": [{k: v for k, v in r.items() if k != "tflops_samples"} for r in everyone],
+        })
+        reported = sorted(r["rank"] for r in everyone)
+        if reported != list(range(env.world_size)):
+            report.error(f"ranks reporting: {reported}, expected 0..{env.world_size - 1}")
+        if args.expect_world_size is not None and env.world_size != args.expect_world_size:
+            report.error(f"world size {env.world_size}, expected {args.expect_world_size}")
+        for r in everyone:
+            label = f"{r['host']}/rank{r['rank']}"
+            if not r["loss_finite"]:
+                report.error("loss became NaN or infinite", label)
+            elif r["loss_last_window"] >= r["loss_first_window"]:
+                report.error(f"loss did not fall: {r['loss_first_window']:.3f} -> {r['loss_last_window']:.3f}", label)
+            ck = r["checkpoint"]
+            if not ck.get("visible"):
+                report.error(f"cannot read the checkpoint rank 0 wrote ({ck.get('error')}): "
+                             "is --checkpoint-dir on shared storage?", label)
+            elif not ck.get("exact"):
+                report.error(f"checkpoint restore is not bit-exact: {', '.join(ck.get('mismatched', [])[:5])}", label)
+            if r["compile_fallback"]:
+                report.warning(f"torch.compile failed, ran eager: {r['compile_fallback']}", label)
+        if not args.checkpoint_dir:
+            report.info(f"checkpoint went to local {base}; pass --checkpoint-dir on shared storage to test it")
+        writer = everyone[0]["checkpoint"]
+        if writer.get("write_s"):
+            report.measure("checkpoint_write_gbps", writer["bytes"] / writer["write_s"] / 1e9, "GB/s", None)
+
+        if cuda:
+            for r in everyone:
+                label = f"{r['host']}/gpu{r['local_rank']}"
+                m = report.measure_samples("smoke_tflops_per_gpu", r["tflops_samples"], "TFLOP/s", label)
+                if args.peak_tflops:
+                    samples = [t / args.peak_tflops for t in r["tflops_samples"]]
+                    mfu = report.measure_samples("smoke_mfu", samples, "fraction", label)
+                    if args.min_mfu is not None and mfu.value < args.min_mfu:
+                        report.error(f"MFU {mfu.value:.1%} is below {args.min_mfu:.1%}", label)
+                progress(f"{label}: {m.value:.1f} TFLOP/s per GPU"
+                         + (f" = {m.value / args.peak_tflops:.1%} MFU" if args.peak_tflops else ""))
+        else:
+            # Steps are in lockstep under DDP, so step i of every rank of a host adds up.
+            per_node: dict[str, list[float]] = {}
+            for r in everyone:
+                totals = per_node.setdefault(r["host"], [0.0] * len(r["tflops_samples"]))
+                for i, value in enumerate(r["tflops_samples"]):
+                    totals[i] += value
+            for host, totals in per_node.items():
+                report.measure_samples("smoke_tflops_per_node", totals, "TFLOP/s", host)
+        loss0 = everyone[0]
+        progress(f"loss {loss0['loss_first_window']:.3f} -> {loss0['loss_last_window']:.3f}; "
+                 f"checkpoint exact on {sum(bool(r['checkpoint'].get('exact')) for r in everyone)}/{env.world_size} ranks")
+        return report.to_dict()
+    finally:
+        dist.destroy_process_group()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = CheckArgumentParser(prog="python3 -m validation.smoke", description=__doc__.split("\n\n")[0])
+    add_launch_arguments(p)
+    p.add_argument("--model", choices=("gpt-944m", "gpt-125m", "tiny"), help="default gpt-944m on GPU, tiny on CPU")
+    p.add_argument("--steps", type=int, help="training steps (default 40 on GPU, 10 on CPU)")
+    p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (default 10 GPU, 2 CPU)")
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--micro-batch", type=int)
+    p.add_argument("--d-model", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--vocab", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--batch-pool", type=int, default=8, help="distinct synthetic batches cycled through")
+    p.add_argument("--bucket-mb", type=int, default=256, help="DDP gradient bucket size")
+    p.add_argument("--compile", dest="compile", action="store_true", default=None, help="default on GPU")
+    p.add_argument("--no-compile", dest="compile", action="store_false")
+    p.add_argument("--checkpoint-dir", help="shared directory for the checkpoint (default: local temp dir)")
+    p.add_argument("--keep-checkpoint", action="store_true")
+    p.add_argument("--peak-tflops", type=float, help="dense bf16 peak per GPU, for MFU (989 for H100/H200 SXM)")
+    p.add_argument("--min-mfu", type=float, help="fraction; lower MFU is an error finding")
+    p.add_argument("--expect-world-size", type=int)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(build_parser(), argv, "smoke")
+    if isinstance(args, int):
+        return args
+    from validation import smoke as this  # workers pickle by module name, not __main__
+
+    return launch_and_emit("smoke", this.worker, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,7 +28,8 @@ def _console(stderr: bool = False):
 class _Main(click.Group):
     # Subcommand groups that live in their own packages are imported only when used,
     # so that `podctl check` does not pay for the sim's or the deployer's imports.
-    lazy_commands = {"sim": ("podctl.sim.cli", "sim")}
+    lazy_commands = {"sim": ("podctl.sim.cli", "sim"), "deploy": ("podctl.deploy.cli", "deploy"),
+                     "validate": ("podctl.validate.cli", "validate"), "fabric": ("podctl.cabling.cli", "fabric")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_commands])

@@ -23,3 +23,10 @@ def test_reference_rows_have_sources_and_sane_bounds() -> None:
         assert len(figures) == len(set(figures)), profile.name
         for row in profile.reference:
             assert row.source and 0 <= row.tolerance < 1 and 0 < row.bound <= row.value
+
+
+def test_schema_names_exactly_the_figures_podctl_measures() -> None:
+    from podctl.site import schema
+    from podctl.validate.figures import FIGURES
+
+    assert schema()["$defs"]["reference"]["properties"]["figure"]["enum"] == sorted(FIGURES)

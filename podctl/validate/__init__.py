@@ -1,0 +1,1 @@
+"""Certification: run the node-side checks, judge them against reference tables, report."""

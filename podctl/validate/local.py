@@ -1,0 +1,147 @@
+"""`podctl validate --local`: single-node certification of this host, no site, no Slurm.
+
+Runs the node-side checks (validation/) as subprocesses of the Python that
+has torch, one process per local GPU for the distributed ones, and collects
+their JSON envelopes as CheckRuns for the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import PodctlError
+from ..model import Profile
+from .judge import CheckRun
+
+SUITES = ("health", "burnin", "nccl", "smoke")
+BURNIN_PROFILES = ("quick", "long")
+
+
+class ValidationError(PodctlError):
+    pass
+
+
+@dataclass(frozen=True)
+class LocalCheck:
+    suite: str
+    check: str
+    argv: list[str]
+    timeout_s: float
+
+
+def validation_root() -> Path:
+    """The folder that holds the `validation` package (the repo root in a checkout)."""
+    here = Path(__file__).resolve().parents[2]
+    if (here / "validation" / "__init__.py").exists():
+        return here
+    raise ValidationError("cannot find the node-side `validation` package next to podctl; "
+                          "run from a podctl checkout or install the validation tools")
+
+
+def plan_local(profile: Profile, suites: tuple[str, ...], burnin: str, gpus: int | None) -> list[LocalCheck]:
+    """The checks to run on this host for `profile`, in order."""
+    n_gpus = profile.gpus.count if profile.gpus else 0
+    procs = gpus or n_gpus or 2  # gloo between two local ranks on GPU-less hosts
+    checks: list[LocalCheck] = []
+    if "health" in suites:
+        argv = ["validation.health", "--expect-gpus", str(n_gpus), "--expect-cores", str(profile.cpu_cores),
+                "--expect-memory-gib", str(profile.memory_gib)]
+        if profile.gpus:
+            argv += ["--expect-gpu-model", profile.gpus.model.split("-")[0],
+                     "--expect-gpu-memory-gib", str(profile.gpus.memory_gib)]
+            if profile.gpus.nvlink and n_gpus > 1:
+                argv += ["--expect-nvlinks", str(profile.gpus.nvlink.links_per_gpu)]
+        if not profile.emulated:
+            argv += ["--expect-hcas", str(profile.compute_hcas.count + profile.storage_hcas.count)]
+        checks.append(LocalCheck("health", "health", argv, 120))
+    if "burnin" in suites:
+        argv = ["validation.burnin", "--profile", burnin]
+        if not profile.gpus:
+            argv.append("--cpu")
+        checks.append(LocalCheck("burnin", "burnin", argv, 3 * 3600 if burnin == "long" else 600))
+    if "nccl" in suites:
+        argv = ["validation.collectives", "--local-procs", str(procs), "--expect-world-size", str(procs)]
+        if not profile.gpus:
+            argv.append("--cpu")
+        checks.append(LocalCheck("nccl", "collectives", argv, 900))
+    if "smoke" in suites:
+        argv = ["validation.smoke", "--local-procs", str(procs), "--expect-world-size", str(procs)]
+        if profile.gpus and profile.gpus.peak_bf16_tflops:
+            argv += ["--peak-tflops", f"{profile.gpus.peak_bf16_tflops:g}"]
+        if not profile.gpus:
+            argv.append("--cpu")
+        checks.append(LocalCheck("smoke", "smoke", argv, 1200))
+    return checks
+
+
+def run_local(checks: list[LocalCheck], python: str, workdir: Path,
+              on_event: Callable[[str, LocalCheck, CheckRun | None, float], None]) -> list[CheckRun]:
+    root = validation_root()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # NVLink multicast can take a shared host's GPUs out of service: never on by default.
+    for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                       ("NVSHMEM_DISABLE_NVLS", "1")):
+        env.setdefault(var, value)
+    host = socket.gethostname()
+    runs: list[CheckRun] = []
+    for check in checks:
+        on_event("start", check, None, 0.0)
+        argv = [python, "-m", *check.argv]
+        if check.check == "smoke":
+            argv += ["--checkpoint-dir", str(workdir / "checkpoint")]
+        log = workdir / f"{check.suite}.log"
+        started = time.monotonic()
+        try:
+            with log.open("w") as err:
+                proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=root,
+                                      timeout=check.timeout_s)
+            envelope = _parse(proc.stdout, proc.returncode, log)
+        except subprocess.TimeoutExpired:
+            envelope = _broken(check.check, f"timed out after {check.timeout_s:.0f} s (log: {log})")
+        except OSError as exc:
+            raise ValidationError(f"cannot run {python}: {exc.strerror}; pass --python with torch installed") from None
+        (workdir / f"{check.suite}.json").write_text(json.dumps(envelope, indent=2) + "\n")
+        run = CheckRun(check=check.check, scope="node", node=host, envelope=envelope)
+        runs.append(run)
+        on_event("done", check, run, time.monotonic() - started)
+    return runs
+
+
+def _parse(stdout: str, returncode: int, log: Path) -> dict:
+    text = stdout.strip()
+    if text:
+        try:
+            data = json.loads(text.splitlines()[-1] if not text.startswith("{") else text)
+            if isinstance(data, dict) and "status" in data:
+                return data
+        except json.JSONDecodeError:
+            pass
+    tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+    return _broken("unknown", f"exited {returncode} without a JSON result; stderr tail: {tail}")
+
+
+def _broken(check: str, message: str) -> dict:
+    return {"check": check, "host": socket.gethostname(), "status": "error", "duration_s": 0.0,
+            "measurements": [], "findings": [{"severity": "error", "message": message, "device": None}],
+            "details": {}}
+
+
+def default_python() -> str:
+    return sys.executable
+
+
+def scratch_dir(report_dir: Path) -> Path:
+    path = report_dir / "raw"
+    path.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="run-", dir=path))

@@ -111,9 +111,11 @@ class GemmWorker(_DeviceWorker):
     """One device's GEMM loop; timed chunks of back-to-back products, each checked afterwards."""
 
     def __init__(self, label: str, device: Any, a_host: Any, b_host: Any, duration_s: float,
-                 warmup_s: float, chunk_s: float, start_barrier: threading.Barrier, burst: int = 0) -> None:
+                 warmup_s: float, chunk_s: float, start_barrier: threading.Barrier, burst: int = 0,
+                 burst_lock: threading.Lock | None = None) -> None:
         super().__init__(name=f"gemm-{label}", daemon=True)
         self.burst = burst
+        self.burst_lock = burst_lock or threading.Lock()
         self.burst_rates: list[float] = []  # FLOP/s of each product of the opening burst
         self.label, self.device = label, device
         self.a_host, self.b_host = a_host, b_host
@@ -144,11 +146,15 @@ class GemmWorker(_DeviceWorker):
         sync()
         self.reference = c.clone()
 
-        self.start_barrier.wait()
         if cuda and self.burst:
             # First, while the GPU is still cool: within a fraction of a second at full
-            # load the power limit lowers the clocks, and the burst figure is gone.
-            self._measure_burst(a, b, c, flops)
+            # load the power limit lowers the clocks, and the burst figure is gone. One GPU
+            # at a time, the others idle, as the reference figure was measured (one H200
+            # alone); on the lent 2 x H200 host, bursts run side by side read up to 10%
+            # lower on one of the two GPUs.
+            with self.burst_lock:
+                self._measure_burst(a, b, c, flops)
+        self.start_barrier.wait()
         per_chunk = max(1, math.ceil(self.chunk_s / _seconds_per_call(lambda: torch.matmul(a, b, out=c), sync)))
         start = time.monotonic()
         warm_until = start + self.warmup_s
@@ -319,7 +325,8 @@ def gpu_burnin(report: Report, args: argparse.Namespace, duration: float) -> Non
 
     warmup = min(args.warmup, duration / 4)
     barrier = threading.Barrier(len(devices))
-    gemms = [GemmWorker(label, dev, a_host, b_host, duration, warmup, args.chunk, barrier, args.burst)
+    burst_lock = threading.Lock()
+    gemms = [GemmWorker(label, dev, a_host, b_host, duration, warmup, args.chunk, barrier, args.burst, burst_lock)
              for label, dev in devices.items()]
     progress(f"bf16 GEMM {n}^3 on {len(gemms)} GPUs for {duration:g} s ({warmup:g} s warm-up excluded)")
     _run_workers(gemms, report, duration + 300)
@@ -356,10 +363,13 @@ def gpu_burnin(report: Report, args: argparse.Namespace, duration: float) -> Non
     _report_determinism(report, gemms, "GPUs")
     report.details.update({
         "device": "gpu", "gemm": {"size": n, "dtype": "bfloat16", "seed": args.seed,
-                                  "burst": f"median of {args.burst} single products after 5 warm-ups",
+                                  "burst": f"median of {args.burst} single products after 5 warm-ups, one GPU at a time",
                                   "sustained": f"median of {args.chunk:g} s chunks over {duration:g} s "
                                                f"after {warmup:g} s warm-up",
-                                  "products": {w.label: w.products for w in gemms}},
+                                  "products": {w.label: w.products for w in gemms},
+                                  # In order, to show clock ramp-up or a power-cap drop within the burst.
+                                  "burst_series_tflops": {w.label: [round(r / 1e12, 1) for r in w.burst_rates]
+                                                          for w in gemms}},
         "hbm": {"buffer_gib": args.hbm_gib, "duration_s": hbm_s, "counts": "bytes read + bytes written"},
         "device_names": {label: torch.cuda.get_device_name(dev) for label, dev in devices.items()},
         "duration_s": duration, "warmup_s": warmup,
@@ -509,7 +519,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=20240229)
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of GEMM excluded from the statistics")
     p.add_argument("--chunk", type=float, default=0.25, help="seconds per timed chunk of products")
-    p.add_argument("--burst", type=int, default=50, help="GPU products timed singly at the start (0: none)")
+    # 20: on the lent H200s the power cap pulled the clock from 1980 MHz down within 14 to 60
+    # single 8192^3 products (burst_series_tflops in details shows where); the burst figure is
+    # the rate before that, the sustained figure the rate after it.
+    p.add_argument("--burst", type=int, default=20, help="GPU products timed singly at the start (0: none)")
     p.add_argument("--hbm-gib", type=float, default=4.0, help="GPU copy buffer size")
     p.add_argument("--mem-mib", type=float, default=1024.0, help="CPU copy buffer size")
     p.add_argument("--hbm-duration", type=float, help="seconds of copies (default max(3, duration/10))")

@@ -23,6 +23,8 @@ class Figure:
 FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("gemm_bf16_tflops", "burnin", "node", "gemm_bf16_tflops", True,
            "bf16 GEMM throughput of each GPU (median over the burn-in)"),
+    Figure("gemm_bf16_tflops_sustained", "burnin", "node", "gemm_bf16_tflops_sustained", True,
+           "bf16 GEMM throughput of each GPU held for the whole burn-in, under its power limit"),
     Figure("hbm_bandwidth", "burnin", "node", "hbm_bandwidth", True,
            "device-to-device copy bandwidth of each GPU, bytes read + written"),
     Figure("gemm_fp32_gflops", "burnin", "node", "gemm_fp32_gflops", False,

@@ -1,0 +1,113 @@
+"""Benchmark: fault localization on simulated DGX H100 fabrics.
+
+For each pod size N and fault count k, injects k faults at random places
+(slow nodes, slow cables, dead ports, on node-leaf, leaf-spine and spine-core
+cables alike), runs the all-nodes test and the localizer against the
+simulated fabric, and prints
+
+- extra rounds after the first all-nodes round (min / mean / max) against the
+  bound k * ceil(log2 N) + 2;
+- faults correctly named, out of those injected and out of those that some
+  traffic can see at all (a cable that no route crosses cannot show in any
+  test; the cabling check and port counters are what find those);
+- false accusations (nodes or cables named that are not faulty; must be 0)
+  and unresolved placements (that left suspects, or a failing test that no
+  accusation explains).
+
+Fabrics come from `podctl init --profile dgx-h100 --scalable-units S`
+(N = 32 S), loaded and planned as a user's site would be.
+
+    .venv/bin/python bench/localize_bench.py [--placements 100] [--seed 7] [--sizes 32,128,512,1344] [--ks 1,2,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from podctl.init import render_site
+from podctl.localize.localize import localize
+from podctl.localize.routing import Router
+from podctl.localize.schedule import Test
+from podctl.localize.simulate import SimulatedFabric, random_faults
+from podctl.site import load_site
+from podctl.topology import plan_fabric
+
+THRESHOLD = 0.9  # of the link rate; the simulator's slow parts run at 0.5
+
+
+def fabric_for(nodes: int, workdir: Path):
+    units = math.ceil(nodes / 32)
+    path = workdir / f"h100-{nodes}.yaml"
+    path.write_text(render_site("dgx-h100", units, nodes, f"bench-{nodes}", "site.schema.json"))
+    fabric = load_site(path).fabrics["compute"]
+    return fabric, plan_fabric(fabric)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--placements", type=int, default=100, help="random fault placements per (N, k)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--sizes", default="32,128,512,1344")
+    parser.add_argument("--ks", default="1,2,4")
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    ks = [int(x) for x in args.ks.split(",")]
+    header = (
+        f"{'N':>5} {'k':>2} {'tiers':>5} {'extra rounds min/mean/max':>26} {'bound':>5} "
+        f"{'named/injected':>15} {'named/visible':>14} {'false acc.':>10} {'unresolved':>10} {'s':>6}"
+    )
+    print(f"localize_bench: {args.placements} placements per (N, k), seed {args.seed}, threshold {THRESHOLD:.0%} of link rate")
+    print(header)
+    print("-" * len(header))
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        for nodes in sizes:
+            fabric, plan = fabric_for(nodes, Path(tmp))
+            router = Router(plan)
+            for k in ks:
+                rng = random.Random(f"{args.seed}-{nodes}-{k}")
+                bound = k * math.ceil(math.log2(nodes)) + 2
+                extra: list[int] = []
+                named = injected = visible = false = with_suspects = 0
+                start = time.perf_counter()
+                for _ in range(args.placements):
+                    faults = random_faults(plan, k, rng)
+                    sim = SimulatedFabric(plan, faults, fabric.rate, router)
+                    threshold = THRESHOLD * sim.rate_gbps
+                    diagnosis = localize(plan, sim, threshold, router)
+                    extra.append(diagnosis.rounds_used - 1)
+                    true_nodes = {f.node for f in faults if f.node}
+                    true_cables = {f.cable for f in faults if f.cable}
+                    named += sum(n in true_nodes for n in diagnosis.bad_nodes)
+                    named += sum(c in true_cables for c in diagnosis.bad_cables)
+                    false += sum(n not in true_nodes for n in diagnosis.bad_nodes)
+                    false += sum(c not in true_cables for c in diagnosis.bad_cables)
+                    with_suspects += bool(diagnosis.suspects or diagnosis.unexplained)
+                    injected += k
+                    for fault in faults:
+                        alone = SimulatedFabric(plan, [fault], fabric.rate, router)
+                        visible += alone.run_round([Test(router.hosts)])[0].bandwidth < threshold
+                elapsed = time.perf_counter() - start
+                over = max(extra) > bound
+                failed |= over or false > 0
+                print(
+                    f"{nodes:>5} {k:>2} {plan.tiers:>5} "
+                    f"{min(extra):>9} / {statistics.mean(extra):>5.2f} / {max(extra):>3}{'!' if over else ' ':<4} {bound:>5} "
+                    f"{named:>7}/{injected:<7} {named:>6}/{visible:<7} {false:>10} {with_suspects:>10} {elapsed:>6.1f}",
+                    flush=True,
+                )
+    if failed:
+        print("FAILED: a bound was exceeded or something was falsely accused", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Known corruptions of a topology, to test that the cabling check catches each.
+
+Each function returns a new Topology; `at` names an end (device description
+and port) of the cable to change.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+from .formats import Device, End, Link, Topology
+
+
+def _link_at(topo: Topology, at: End) -> Link:
+    for link in topo.links:
+        if at in (link.a, link.b):
+            return link
+    raise KeyError(f"no cable at {at}")
+
+
+def _other(link: Link, end: End) -> End:
+    return link.b if link.a == end else link.a
+
+
+def _copy(topo: Topology) -> Topology:
+    return Topology(copy.deepcopy(topo.devices), list(topo.links), topo.source)
+
+
+def drop_cable(topo: Topology, at: End) -> Topology:
+    out = _copy(topo)
+    out.links.remove(_link_at(out, at))
+    return out
+
+
+def swap_ports(topo: Topology, first: End, second: End) -> Topology:
+    """The cables at `first` and `second` trade places (e.g. two ports of a leaf)."""
+    out = _copy(topo)
+    one, two = _link_at(out, first), _link_at(out, second)
+    far_one, far_two = _other(one, first), _other(two, second)
+    out.links = [l for l in out.links if l not in (one, two)]
+    out.links += [Link(first, far_two, two.width, two.speed), Link(second, far_one, one.width, one.speed)]
+    return out
+
+
+def move_cable(topo: Topology, at: End, to: End) -> Topology:
+    """The cable plugged in at `at` is plugged in at the free port `to` instead."""
+    out = _copy(topo)
+    link = _link_at(out, at)
+    out.links.remove(link)
+    out.links.append(Link(to, _other(link, at), link.width, link.speed))
+    return out
+
+
+def set_rate(topo: Topology, at: End, width: str | None = None, speed: str | None = None) -> Topology:
+    out = _copy(topo)
+    link = _link_at(out, at)
+    index = out.links.index(link)
+    out.links[index] = replace(link, width=width or link.width, speed=speed or link.speed)
+    return out
+
+
+def add_device(topo: Topology, desc: str, kind: str, at: End, width: str = "4x", speed: str = "NDR") -> Topology:
+    """A device the plan does not know, cabled from its port 1 to the free port `at`."""
+    out = _copy(topo)
+    out.devices[desc] = Device(desc, kind, 1 if kind == "ca" else 64)
+    out.links.append(Link(at, End(desc, 1), width, speed))
+    return out

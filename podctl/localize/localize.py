@@ -1,0 +1,424 @@
+"""Adaptive localization: from "the all-nodes test fell short" to named nodes and cables.
+
+The evidence is kept as sets of *elements* — a node, or a cable of the plan
+(a node-leaf cable stands for the HCA, its cable and the leaf port). Every
+test uses a known set of elements: its nodes, their node-leaf cables on the
+rails it runs on and, between SUs, the switch cables that `Router` says its
+traffic crosses. A test that passes clears all of them; a test that falls
+short holds at least one bad element among those not yet cleared. An element
+is accused only when a failing test has no other uncleared element left, so
+an accusation is forced by the evidence (zero false accusations under the
+model). The one further rule is parsimony for nodes: a node whose pair test
+fails on every rail, against a cleared partner over cleared paths, is
+accused as a node rather than as one bad cable per rail.
+
+The search, in rounds of node-disjoint tests:
+
+1. the all-nodes test (round 1); if it passes, nothing is wrong;
+2. nodes: every SU as a group (its traffic stays on the SU's leaves, so
+   spine faults cannot show), then binary splitting of every failing group
+   at once, halves tested side by side; a half of one node is paired with a
+   node already cleared in the same SU, and measured per rail to tell a node
+   (slow on every rail) from its cable on one rail;
+3. links between switches: when step 2 named something, one all-to-all over
+   the cleared nodes says whether anything is left; then cross-SU matchings
+   of cleared nodes, measured per rail, until every switch cable is cleared
+   or sits in a failing test; then, for each failing test with several
+   candidate cables, one pair per candidate routed over that cable and over
+   cleared cables only.
+
+Steps 2 and 3 each run their tests for every fault at once, so the rounds grow
+with log2 of the SU size and a few fixed steps, not with k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from podctl.topology import Cable, FabricPlan
+
+from .routing import Router
+from .schedule import Test, cross_su_matching
+
+Element = str | int  # a hostname, or a cable of the plan by its Router id
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    test: Test
+    bandwidth: float  # Gb/s per rail, the slowest rail's; 0.0 when the test failed outright
+    rail_bandwidth: tuple[float, ...] | None = None  # per rail, for per_rail pair tests
+
+
+class Tester(Protocol):
+    """Runs one round of node-disjoint tests. The pod implements it with NCCL over Slurm."""
+
+    def run_round(self, tests: Sequence[Test]) -> list[Result]: ...
+
+
+def link_ends(cable: Cable) -> tuple[str, str]:
+    """Both ends of a cable as people read them off a fabric: `dgx005 mlx5_2`, `ib-leaf-su01-r3[5]`."""
+    if cable.tier == "node-leaf":
+        lower = f"{cable.lower.device} mlx5_{cable.lower.port - 1}"
+    else:
+        lower = f"{cable.lower.device}[{cable.lower.port}]"
+    return lower, f"{cable.upper.device}[{cable.upper.port}]"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    bad_nodes: tuple[str, ...]
+    bad_links: tuple[tuple[str, str], ...]  # (end_a, end_b), see link_ends
+    rounds_used: int  # including the first all-nodes round
+    tests_run: int
+    bad_cables: tuple[Cable, ...] = ()  # the plan's cables behind bad_links
+    suspects: tuple[str, ...] = ()  # elements of failing tests that nothing accused explains
+    unexplained: int = 0  # failing tests that no accusation explains (suspects list their candidates)
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.bad_nodes or self.bad_links or self.suspects or self.unexplained)
+
+
+@dataclass
+class _Evidence:
+    cleared: set[Element] = field(default_factory=set)
+    failing: list[frozenset[Element]] = field(default_factory=list)
+    # pair tests that failed on every rail: (nodes, one element set per rail)
+    all_rails_failing: list[tuple[tuple[str, ...], list[frozenset[Element]]]] = field(default_factory=list)
+    undetermined: list[Test] = field(default_factory=list)  # failing tests whose cables are not enumerated
+
+
+class Localizer:
+    def __init__(
+        self,
+        plan: FabricPlan,
+        tester: Tester,
+        threshold: float,
+        router: Router | None = None,
+        max_cover_rounds: int = 4,
+        max_resolve_rounds: int = 4,
+    ) -> None:
+        self.plan = plan
+        self.tester = tester
+        self.threshold = threshold
+        self.router = router or Router(plan)
+        self.rails = self.router.rails
+        self.max_cover_rounds = max_cover_rounds
+        self.max_resolve_rounds = max_resolve_rounds
+        self.hosts = self.router.hosts
+        self.su_of = {h: plan.su_of(h) for h in self.hosts}
+        cables = self.router.cables
+        self.node_leaf = {
+            (c.lower.device, c.lower.port): i for i, c in enumerate(cables) if c.tier == "node-leaf"
+        }
+        self.leaf_cable_host = {i: host for (host, _), i in self.node_leaf.items()}
+        switch_rail = {s.name: s.rail for s in plan.switches}
+        self.rail_of = {i: switch_rail[c.lower.device] for i, c in enumerate(cables) if c.tier != "node-leaf"}
+        # Switch cables that some route crosses; the others no traffic test can see.
+        self.switch_cables = frozenset(
+            i for r in range(1, self.rails + 1) for i in self.router.users(r)
+        )
+        self._leaf_hosts: dict[str, list[str]] = {}
+        for host in self.hosts:
+            for rail in range(1, self.rails + 1):
+                self._leaf_hosts.setdefault(self.router.leaf(host, rail), []).append(host)
+        self.evidence = _Evidence()
+        self.rounds = 0
+        self.tests = 0
+
+    # -- evidence ---------------------------------------------------------
+
+    def _run(self, tests: Sequence[Test]) -> list[Result]:
+        self.rounds += 1
+        self.tests += len(tests)
+        results = self.tester.run_round(list(tests))
+        for result in results:
+            self._record(result)
+        return results
+
+    def _passed(self, figure: float) -> bool:
+        return figure >= self.threshold
+
+    def _hca(self, nodes: Sequence[str], rails: Sequence[int]) -> set[Element]:
+        return {self.node_leaf[(n, r)] for n in nodes for r in rails}
+
+    def _pair_elements(self, a: str, b: str, rail: int) -> frozenset[Element]:
+        return frozenset({a, b, *self._hca((a, b), (rail,))}) | self.router.pair_cables(a, b, rail)
+
+    def _record(self, result: Result) -> None:
+        test = result.test
+        ev = self.evidence
+        rails = (test.rail,) if test.rail else tuple(range(1, self.rails + 1))
+        if test.per_rail and result.rail_bandwidth is not None:
+            a, b = test.nodes
+            sets = [self._pair_elements(a, b, r) for r in rails]
+            failed = []
+            for elements, figure in zip(sets, result.rail_bandwidth):
+                if self._passed(figure):
+                    ev.cleared |= elements
+                else:
+                    ev.failing.append(elements)
+                    failed.append(elements)
+            if len(failed) == len(sets) and len(sets) > 1:
+                ev.all_rails_failing.append((test.nodes, sets))
+            return
+        elements: set[Element] = set(test.nodes) | self._hca(test.nodes, rails)
+        determined = len({self.su_of[n] for n in test.nodes}) == 1
+        if not determined and len(test.nodes) == 2:
+            a, b = test.nodes
+            for r in rails:
+                elements |= self.router.pair_cables(a, b, r)
+            determined = True
+        if self._passed(result.bandwidth):
+            # An undetermined group that passes clears its cables too; they are
+            # just not enumerated (the nodes are what later steps need).
+            ev.cleared |= elements
+        elif determined:
+            ev.failing.append(frozenset(elements))
+        else:
+            ev.undetermined.append(test)
+
+    def _good(self, host: str) -> bool:
+        cleared = self.evidence.cleared
+        return host in cleared and all(self.node_leaf[(host, r)] in cleared for r in range(1, self.rails + 1))
+
+    def _accused(self) -> set[Element]:
+        ev = self.evidence
+        accused: set[Element] = set()
+        for elements in ev.failing:
+            left = elements - ev.cleared
+            if len(left) == 1:
+                accused |= left
+        for nodes, sets in ev.all_rails_failing:
+            for node in nodes:
+                if node in ev.cleared:
+                    continue
+                if all(s - ev.cleared <= {node, self.node_leaf[(node, r)]} for r, s in enumerate(sets, start=1)):
+                    accused.add(node)
+        # A node accused as a node explains its own cables' failures; do not
+        # accuse those cables too unless a test forced them separately.
+        return accused
+
+    def _unexplained(self, accused: set[Element]) -> list[frozenset[Element]]:
+        ev = self.evidence
+        bad_nodes = {e for e in accused if isinstance(e, str)}
+        left = []
+        for elements in ev.failing:
+            rest = elements - ev.cleared
+            if rest & accused:
+                continue
+            if any(self.leaf_cable_host.get(e) in bad_nodes for e in rest if isinstance(e, int)):
+                continue
+            left.append(rest)
+        return left
+
+    # -- the search -------------------------------------------------------
+
+    def run(self) -> Diagnosis:
+        first = self._run([Test(self.hosts)])
+        if self._passed(first[0].bandwidth):
+            return self._diagnosis()
+        self._nodes()
+        if len(self.plan.scalable_units) > 1:
+            self._links()
+        return self._diagnosis()
+
+    def _partner(self, host: str, used: set[str]) -> str | None:
+        su = self.plan.scalable_units[self.su_of[host] - 1]
+        for candidate in su:
+            if candidate != host and candidate not in used and self._good(candidate):
+                return candidate
+        for candidate in self.hosts:
+            if candidate != host and candidate not in used and self._good(candidate):
+                return candidate
+        return None
+
+    def _nodes(self) -> None:
+        units = self.plan.scalable_units
+        groups: list[tuple[str, ...]] = []
+        singles: list[str] = []
+        if len(units) == 1:
+            groups = [tuple(units[0])]
+        else:
+            su_tests = [Test(tuple(su)) for su in units if len(su) >= 2]
+            singles = [su[0] for su in units if len(su) == 1]
+            for result in self._run(su_tests):
+                if not self._passed(result.bandwidth):
+                    groups.append(result.test.nodes)
+        while groups or singles:
+            tests: list[Test] = []
+            candidates = list(singles)
+            for group in groups:
+                half = len(group) // 2
+                for part in (group[:half], group[half:]):
+                    if len(part) >= 2:
+                        tests.append(Test(part))
+                    else:
+                        candidates.extend(part)
+            used = {n for t in tests for n in t.nodes} | set(candidates)
+            deferred = []
+            for host in candidates:
+                partner = self._partner(host, used)
+                if partner is None:
+                    deferred.append(host)
+                    continue
+                used.add(partner)
+                tests.append(Test((host, partner), per_rail=True))
+            if not tests:
+                break
+            results = self._run(tests)
+            groups = [r.test.nodes for r in results if not r.test.per_rail and not self._passed(r.bandwidth)]
+            singles = deferred
+
+    def _open_cables(self) -> set[int]:
+        ev = self.evidence
+        in_failing: set[Element] = set()
+        for elements in ev.failing:
+            in_failing |= elements
+        return set(self.switch_cables - ev.cleared - in_failing)
+
+    def _links(self) -> None:
+        good_units = [[h for h in su if self._good(h)] for su in self.plan.scalable_units]
+        good = tuple(h for su in good_units for h in su)
+        if len(good) < 2:
+            return
+        if self._accused() or self.evidence.failing:
+            # Something was found already: does anything remain among the rest?
+            check = self._run([Test(good)])
+            if self._passed(check[0].bandwidth):
+                return
+        # A matching first (it covers most leaf-spine cables at once), then
+        # rounds aimed at the cables still open, until none is left.
+        self._run(cross_su_matching(good_units, 0))
+        unreachable: set[int] = set()
+        for _ in range(self.max_cover_rounds - 1):
+            open_cables = sorted(self._open_cables() - unreachable)
+            if not open_cables:
+                break
+            tests: list[Test] = []
+            used: set[str] = set()
+            covered: set[int] = set()
+            for cable in open_cables:
+                if cable in covered:
+                    continue
+                test = self._pair_over(cable, used, decisive=False)
+                if test is None:
+                    # No cleared pair routes over it at all (or all such
+                    # nodes are busy this round: then try again next round).
+                    if self._pair_over(cable, set(), decisive=False) is None:
+                        unreachable.add(cable)
+                    continue
+                tests.append(test)
+                used.update(test.nodes)
+                a, b = test.nodes
+                for rail in range(1, self.rails + 1):
+                    covered |= self.router.pair_cables(a, b, rail)
+            if not tests:
+                break
+            self._run(tests)
+        for _ in range(self.max_resolve_rounds):
+            accused = self._accused()
+            ambiguous = [rest for rest in self._unexplained(accused) if len(rest) > 1]
+            if not ambiguous:
+                break
+            tests: list[Test] = []
+            used: set[str] = set()
+            for rest in ambiguous:
+                for cable in sorted(e for e in rest if isinstance(e, int) and e in self.rail_of):
+                    # Best a pair whose failure would name the cable; failing
+                    # that, one that crosses no other candidate, so that a pass
+                    # clears it and a failure narrows the candidates.
+                    test = self._pair_over(cable, used, decisive=True) or self._pair_over(
+                        cable, used, decisive=False, avoid=rest - {cable}
+                    )
+                    if test is not None:
+                        tests.append(test)
+                        used.update(test.nodes)
+            if not tests:
+                break
+            self._run(tests)
+
+    def _pair_over(
+        self, cable: int, used: set[str], decisive: bool, budget: int = 200, avoid: frozenset[Element] = frozenset()
+    ) -> Test | None:
+        """A pair of cleared nodes whose paths on the cable's rail cross `cable`.
+
+        decisive: and cross no other uncleared cable, so that a failure names it.
+        avoid: cables the pair must not cross.
+        """
+        rail = self.rail_of[cable]
+        assert rail is not None
+        cleared = self.evidence.cleared
+        users = self.router.users(rail).get(cable, {})
+        tried = 0
+        for src_leaf, dsts in users.items():
+            for a in self._hosts_on(src_leaf, rail):
+                if a in used or not self._good(a):
+                    continue
+                for b in dsts:
+                    if b in used or b == a or not self._good(b):
+                        continue
+                    if not decisive and not avoid:
+                        return Test((a, b), per_rail=True)
+                    tried += 1
+                    crossed = self.router.pair_cables(a, b, rail)
+                    if decisive and crossed - cleared == {cable}:
+                        return Test((a, b), per_rail=True)
+                    if not decisive and crossed.isdisjoint(avoid):
+                        return Test((a, b), per_rail=True)
+                    if tried >= budget:
+                        return None
+        return None
+
+    def _hosts_on(self, leaf: str, rail: int) -> list[str]:
+        return self._leaf_hosts.get(leaf, [])
+
+    def _explains(self, accused: set[Element], test: Test) -> bool:
+        """Whether an accused element lies on a failing test whose cables were not enumerated."""
+        members = set(test.nodes)
+        rails = (test.rail,) if test.rail else tuple(range(1, self.rails + 1))
+        for element in accused:
+            if isinstance(element, str) or element in self.leaf_cable_host:
+                host = element if isinstance(element, str) else self.leaf_cable_host[element]
+                if host in members:
+                    return True
+            elif self.rail_of[element] in rails and self.router.group_crosses(members, element, self.rail_of[element]):
+                return True
+        return False
+
+    def _diagnosis(self) -> Diagnosis:
+        accused = self._accused()
+        bad_nodes = sorted(e for e in accused if isinstance(e, str))
+        bad_cables = sorted(
+            (
+                self.router.cables[e]
+                for e in accused
+                if isinstance(e, int) and self.leaf_cable_host.get(e) not in bad_nodes
+            ),
+            key=link_ends,
+        )
+        unexplained = self._unexplained(accused)
+        suspects: set[str] = set()
+        for rest in unexplained:
+            for e in rest:
+                suspects.add(e if isinstance(e, str) else " <-> ".join(link_ends(self.router.cables[e])))
+        undetermined = sum(not self._explains(accused, test) for test in self.evidence.undetermined)
+        return Diagnosis(
+            bad_nodes=tuple(bad_nodes),
+            bad_links=tuple(link_ends(c) for c in bad_cables),
+            rounds_used=self.rounds,
+            tests_run=self.tests,
+            bad_cables=tuple(bad_cables),
+            suspects=tuple(sorted(suspects)),
+            unexplained=len(unexplained) + undetermined,
+        )
+
+
+def localize(
+    plan: FabricPlan, tester: Tester, threshold: float, router: Router | None = None
+) -> Diagnosis:
+    """Run the all-nodes test and, if it falls short, name the bad nodes and cables."""
+    return Localizer(plan, tester, threshold, router).run()

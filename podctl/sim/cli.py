@@ -1,0 +1,294 @@
+"""`podctl sim ...`: a simulated pod of systemd containers on this machine.
+
+The main CLI mounts `sim`; `python -m podctl.sim` runs it on its own.
+Errors are SimError (a PodctlError): the main CLI prints the message and
+exits with its exit code (2), without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import click
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import fault as faults_mod
+from . import pod as pod_mod
+from . import state
+from .errors import SimError
+from .image import default_recipe, ensure_image
+from .podman import Podman
+from .preflight import preflight
+
+err_console = Console(stderr=True)
+out_console = Console()
+
+PHASE_TITLES = {"containers": "containers started", "systemd": "systemd booted", "sshd": "sshd answering"}
+
+
+class RichReporter(pod_mod.Reporter):
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def phase(self, name: str, total: int) -> None:
+        with self.lock:
+            self.tasks[name] = self.progress.add_task(PHASE_TITLES.get(name, name), total=total)
+
+    def advance(self, name: str, detail: str = "") -> None:
+        with self.lock:
+            if name in self.tasks:
+                self.progress.advance(self.tasks[name])
+
+    def message(self, text: str) -> None:
+        self.progress.console.print(f"[dim]{text}[/dim]")
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description:<20}"),
+        BarColumn(bar_width=30),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+def _podman(command: str) -> Podman:
+    tools = preflight(command)
+    return Podman(tools.podman, tools.runc)
+
+
+def _load_site(path: str):  # -> podctl.model.Site
+    try:
+        from podctl.site import load_site
+    except ImportError as exc:  # pragma: no cover - only while podctl.site is being written
+        raise SimError(f"cannot load {path}: podctl.site is not available ({exc})") from exc
+    return load_site(path)
+
+
+def _pod_name(podman: Podman, pod: str | None, site: str | None) -> str:
+    if pod and site:
+        raise click.UsageError("give --pod or --site, not both")
+    if site:
+        return _load_site(site).name
+    return pod_mod.resolve_pod(podman, pod)
+
+
+pod_option = click.option("--pod", "pod", metavar="NAME", help="The pod (its site's name); needed when several are up.")
+site_option = click.option(
+    "--site", "site", metavar="SITE.yaml", type=click.Path(dir_okay=False), help="Choose the pod by its site file."
+)
+
+
+@click.group("sim", help="A simulated pod: one systemd container per node, on a bridge with the site's management subnet.")
+def sim() -> None:
+    pass
+
+
+@sim.command("image")
+@click.option("--force", is_flag=True, help="Rebuild even when an image of the current recipe exists.")
+def image_cmd(force: bool) -> None:
+    """Build the Debian 12 node image with debootstrap (cached by recipe hash)."""
+    podman = _podman("image")
+    recipe = default_recipe()
+    started = time.monotonic()
+    with err_console.status("checking for a cached node image") as status:
+        ref, built = ensure_image(podman, recipe, lambda text: status.update(text), force=force)
+    if built:
+        err_console.print(f"built {ref} in {time.monotonic() - started:.0f} s")
+    else:
+        err_console.print(f"{ref} is up to date (recipe {recipe.digest()[:12]})")
+    click.echo(ref)
+
+
+@sim.command("up")
+@click.argument("site_file", metavar="SITE.yaml", type=click.Path(exists=True, dir_okay=False))
+@click.option("--nodes", "hostlist", metavar="HOSTLIST", help="Only these nodes (ClusterShell syntax, e.g. node[01-02]).")
+@click.option("--timeout", "timeout_s", default=180.0, show_default=True, help="Seconds for every node to be reachable.")
+def up_cmd(site_file: str, hostlist: str | None, timeout_s: float) -> None:
+    """Create (or repair) one container per node and wait until sshd answers on each."""
+    site = _load_site(site_file)
+    podman = _podman("up")
+    recipe = default_recipe()
+
+    def image_step() -> tuple[str, bool]:
+        from .image import find_image
+
+        found = find_image(podman, recipe)
+        if found:
+            return found, False
+        preflight("image")
+        with err_console.status("building the node image (once; cached afterwards)") as status:
+            return ensure_image(podman, recipe, lambda text: status.update(text))
+
+    image_ref, built = image_step()
+    with _progress() as progress:
+        result = pod_mod.up(
+            podman, site, site_file, hostlist, timeout_s, RichReporter(progress),
+            recipe=recipe, ensure_image_fn=lambda: (image_ref, built),
+        )
+    _print_up(result)
+
+
+def _print_up(result: pod_mod.UpResult) -> None:
+    table = Table(title=f"pod {result.spec.pod} ({result.seconds:.1f} s)", title_justify="left")
+    for column in ("node", "address", "container", "action", "systemd"):
+        table.add_column(column)
+    for r in result.nodes:
+        systemd = r.systemd + (f" ({', '.join(r.failed_units)} failed)" if r.failed_units else "")
+        table.add_row(r.hostname, r.address, r.container, r.action, systemd)
+    out_console.print(table)
+    if result.removed:
+        out_console.print(f"removed containers of nodes no longer in the site: {', '.join(result.removed)}")
+    first = result.nodes[0].hostname if result.nodes else "NODE"
+    out_console.print(
+        "\nReach the nodes:\n"
+        f"  ssh -F {result.ssh_config} {first}\n"
+        f"  podctl sim exec --pod {result.spec.pod} {first} -- bash\n"
+        f"  ANSIBLE_PRIVATE_KEY_FILE={result.key} ANSIBLE_HOST_KEY_CHECKING=False ansible -i INVENTORY all -m ping",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@sim.command("status")
+@pod_option
+@site_option
+def status_cmd(pod: str | None, site: str | None) -> None:
+    """Show each node's container, systemd and sshd state, and injected faults."""
+    podman = _podman("status")
+    name = _pod_name(podman, pod, site)
+    rows, network = pod_mod.status(podman, name)
+    if not rows and network is None:
+        raise SimError(f"pod {name!r} is not up (no containers or network labelled io.podctl.pod={name})")
+    table = Table(title=f"pod {name}" + (f" - network {network}" if network else " - no network"), title_justify="left")
+    for column in ("node", "address", "container", "state", "systemd", "ssh", "faults"):
+        table.add_column(column)
+    for r in rows:
+        ssh = "-" if r.ssh is None else ("ok" if r.ssh else "[red]no[/red]")
+        table.add_row(r.hostname, r.address, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
+    out_console.print(table)
+
+
+def _fault_text(entry: dict[str, object]) -> str:
+    parts = []
+    if entry.get("killed"):
+        parts.append("killed")
+    if entry.get("rate"):
+        parts.append(f"rate {entry['rate']}")
+    for service in entry.get("stopped_services", []) or []:  # type: ignore[union-attr]
+        parts.append(f"stopped {service}")
+    return ", ".join(parts)
+
+
+@sim.command("down")
+@pod_option
+@site_option
+@click.option("--purge", is_flag=True, help="Also delete the pod's state: SSH key and the shared-mount folders.")
+def down_cmd(pod: str | None, site: str | None, purge: bool) -> None:
+    """Remove the pod's containers and network (the node image is kept)."""
+    podman = _podman("down")
+    name = _pod_name(podman, pod, site)
+    removed, network_removed = pod_mod.down(podman, name, purge)
+    err_console.print(
+        f"pod {name}: removed {len(removed)} container(s)"
+        + (", and its network" if network_removed else "")
+        + ("; state deleted" if purge else f"; state kept in {state.pod_dir(name)}")
+    )
+
+
+@sim.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@pod_option
+@click.argument("node")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def exec_cmd(ctx: click.Context, pod: str | None, node: str, command: tuple[str, ...]) -> None:
+    """Run COMMAND in NODE (as root, through podman exec): podctl sim exec node01 -- hostname"""
+    podman = _podman("exec")
+    name = pod_mod.resolve_pod(podman, pod)
+    container = pod_mod.pod_container(podman, name, node)
+    if not container.running:
+        raise SimError(f"{node} is not running ({container.state}); `podctl sim fault {node} --clear` or `podctl sim up` restarts it")
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise click.UsageError("give a command to run: podctl sim exec NODE -- COMMAND")
+    flags = ["-i"]
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        flags.append("-t")
+    rc = subprocess.call(podman.command(["exec", *flags, container.name, *command]))
+    ctx.exit(rc)
+
+
+@sim.command("fault")
+@pod_option
+@click.argument("nodes", metavar="NODES")
+@click.option("--kill", "kill_", is_flag=True, help="Stop the node abruptly (SIGKILL, like a power cut).")
+@click.option("--rate", metavar="RATE", help="Throttle the node's network to RATE (tc units: 50mbit, 1gbit).")
+@click.option("--stop-service", "services", metavar="NAME", multiple=True, help="Stop a systemd service (repeatable).")
+@click.option("--clear", "clear_", is_flag=True, help="Undo every fault injected on the node.")
+def fault_cmd(pod: str | None, nodes: str, kill_: bool, rate: str | None, services: tuple[str, ...], clear_: bool) -> None:
+    """Inject a fault into NODES (a hostlist), or clear the faults injected."""
+    if not (kill_ or rate or services or clear_):
+        raise click.UsageError("choose a fault: --kill, --rate RATE, --stop-service NAME, or --clear")
+    if clear_ and (kill_ or rate or services):
+        raise click.UsageError("--clear undoes faults; give it alone")
+    if kill_ and (rate or services):
+        raise click.UsageError("--kill stops the node; it cannot be combined with --rate or --stop-service")
+    if rate:
+        faults_mod.parse_rate(rate)  # reject a bad rate before touching any node
+    try:
+        hosts = list(NodeSet(nodes))
+    except NodeSetParseError as exc:
+        raise click.BadParameter(str(exc), param_hint="NODES") from exc
+    podman = _podman("fault")
+    name = pod_mod.resolve_pod(podman, pod)
+    containers = [pod_mod.pod_container(podman, name, host) for host in hosts]
+    for container in containers:
+        done: list[str] = []
+        if clear_:
+            done = faults_mod.clear(podman, name, container) or ["nothing to clear"]
+        if kill_:
+            faults_mod.kill(podman, name, container)
+            done.append("killed")
+        if rate:
+            ifaces = faults_mod.throttle(podman, name, container, rate)
+            where = ifaces.inside + (f" and host side {ifaces.host_peer}" if ifaces.host_peer else "")
+            done.append(f"throttled to {rate} (tbf on {where})")
+        for service in services:
+            faults_mod.stop_service(podman, name, container, service)
+            done.append(f"stopped {service}")
+        err_console.print(f"{container.node}: {'; '.join(done)}")
+
+
+def main() -> None:
+    """Run the sim group on its own, printing errors the way the main CLI does."""
+    from podctl.errors import PodctlError
+
+    try:
+        rv = sim.main(prog_name="podctl sim", standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+    except PodctlError as exc:
+        if os.environ.get("PODCTL_DEBUG"):
+            raise
+        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,395 @@
+"""Bring a simulated pod up, report on it, take it down.
+
+`up` is idempotent: a running container made from the current site, image
+and key whose systemd is up and whose sshd answers is kept; anything else
+(missing, stopped, broken, or made from an older spec) is replaced.  Nodes
+are handled in parallel, each through create -> systemd -> sshd.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from podctl.model import Site
+
+from . import health, state
+from .errors import SimError
+from .health import Deadline
+from .image import Recipe, default_recipe, ensure_image, prune_old_images
+from .podman import (
+    LABEL_ADDRESS,
+    LABEL_POD,
+    LABEL_SPEC,
+    ContainerInfo,
+    Podman,
+    any_pod_filter,
+    explain_podman_failure,
+    network_name,
+    owned_by,
+    pod_filter,
+)
+from .spec import NodeSpec, PodSpec, create_args, hosts_file, network_create_args, pod_spec, spec_label, ssh_config
+
+# A kept container gets this long to prove it is healthy before it is replaced.
+KEEP_CHECK_S = 15.0
+KEEP_SSH_S = 5.0
+
+
+@dataclass
+class NodeResult:
+    hostname: str
+    address: str
+    container: str
+    action: str = ""  # kept | created | replaced
+    systemd: str = ""
+    ssh: bool = False
+    failed_units: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class UpResult:
+    spec: PodSpec
+    key: Path
+    ssh_config: Path
+    image: str
+    image_built: bool
+    nodes: list[NodeResult]
+    removed: list[str]
+    seconds: float
+
+
+class Reporter:
+    """What `up` tells the person waiting: phase names and per-node steps.
+    The CLI backs it with rich progress bars; tests and the benchmark use
+    the silent default."""
+
+    def phase(self, name: str, total: int) -> None: ...
+
+    def advance(self, name: str, detail: str = "") -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+
+def ensure_ssh_key(pod: str) -> Path:
+    key = state.ssh_key_path(pod)
+    if key.exists() and key.with_suffix(".pub").exists():
+        return key
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.parent.chmod(0o700)
+    for stale in (key, key.with_suffix(".pub")):
+        stale.unlink(missing_ok=True)
+    proc = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"podctl-sim-{pod}", "-f", str(key)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SimError(f"ssh-keygen could not create the pod key {key}: {proc.stderr.strip()}")
+    return key
+
+
+def ensure_network(podman: Podman, spec: PodSpec, reporter: Reporter) -> bool:
+    """Create the pod's network, or keep it when it matches the site.
+    Returns True when an existing network had to be replaced (its containers
+    must then be recreated too)."""
+    existing = podman.network(spec.network)
+    if existing is not None:
+        if not owned_by(existing.labels, spec.pod):
+            raise SimError(
+                f"a podman network named {spec.network} exists but is not labelled {LABEL_POD}={spec.pod}; "
+                "podctl does not touch what it did not create: remove or rename it "
+                f"(podman network rm {spec.network}) or rename the site"
+            )
+        wanted_gw = str(spec.gateway) if spec.gateway is not None else None
+        if any(sub == str(spec.subnet) and (wanted_gw is None or gw == wanted_gw) for sub, gw in existing.subnets):
+            return False
+        reporter.message(f"network {spec.network} has another subnet than the site's {spec.subnet}: recreating it")
+        remove_containers(podman, spec.pod, podman.containers(pod_filter(spec.pod)))
+        podman.run(["network", "rm", spec.network])
+        create_network(podman, spec)
+        return True
+    create_network(podman, spec)
+    return False
+
+
+def create_network(podman: Podman, spec: PodSpec) -> None:
+    proc = podman.run(network_create_args(spec), check=False)
+    if proc.returncode == 0:
+        return
+    # Name the network in the way, if podman knows it (reading only).
+    holders = [
+        n.name for n in podman.networks([])
+        if n.name != spec.network and any(_overlaps(sub, spec.subnet) for sub, _ in n.subnets)
+    ]
+    if holders:
+        raise SimError(
+            f"cannot create network {spec.network}: the site's management cidr {spec.subnet} overlaps podman "
+            f"network(s) {', '.join(holders)}. Take that down first (for a pod: podctl sim down --pod NAME), "
+            "or give this site another management cidr"
+        )
+    raise SimError(explain_podman_failure(network_create_args(spec)[:2], proc.stderr or proc.stdout))
+
+
+def _overlaps(cidr: str, subnet: ipaddress.IPv4Network) -> bool:
+    try:
+        return ipaddress.ip_network(cidr, strict=False).overlaps(subnet)
+    except ValueError:
+        return False
+
+
+def remove_containers(podman: Podman, pod: str, containers: list[ContainerInfo]) -> list[str]:
+    names = [c.name for c in containers if owned_by(c.labels, pod)]
+    if names:
+        # -t 0: a simulated node is thrown away, not shut down.
+        podman.run(["rm", "--force", "--time", "0", *names], timeout=120)
+    return names
+
+
+def check_name_clashes(podman: Podman, spec: PodSpec, ours: dict[str, ContainerInfo]) -> None:
+    clashes = []
+    for node in spec.nodes:
+        if node.hostname in ours:
+            continue
+        other = podman.container_by_name(node.container)
+        if other is not None and not owned_by(other.labels, spec.pod):
+            clashes.append(node.container)
+    if clashes:
+        raise SimError(
+            f"container(s) {', '.join(clashes)} exist but are not labelled {LABEL_POD}={spec.pod}; "
+            "podctl leaves them alone: remove or rename them, or rename the site"
+        )
+
+
+def _node_is_healthy(podman: Podman, key: Path, node: NodeSpec, result: NodeResult) -> bool:
+    deadline = Deadline.after(KEEP_CHECK_S)
+    result.systemd = health.wait_systemd(podman, node.container, deadline)
+    if result.systemd not in health.GOOD_SYSTEMD_STATES:
+        return False
+    result.ssh, _ = health.wait_ssh(key, str(node.address), Deadline.after(KEEP_SSH_S))
+    return result.ssh
+
+
+def _bring_up_node(
+    podman: Podman,
+    spec: PodSpec,
+    node: NodeSpec,
+    image: str,
+    key: Path,
+    current: ContainerInfo | None,
+    deadline: Deadline,
+    reporter: Reporter,
+) -> NodeResult:
+    result = NodeResult(node.hostname, str(node.address), node.container)
+    public_key = key.with_suffix(".pub").read_text()
+    args = create_args(spec, node, image, public_key)
+
+    if current is not None and current.running and current.labels.get(LABEL_SPEC) == spec_label(args):
+        if _node_is_healthy(podman, key, node, result):
+            result.action = "kept"
+            for phase in ("containers", "systemd", "sshd"):
+                reporter.advance(phase, node.hostname)
+            return result
+        reporter.message(f"{node.hostname}: existing container is unhealthy (systemd {result.systemd}); replacing it")
+
+    if current is not None:
+        remove_containers(podman, spec.pod, [current])
+        result.action = "replaced"
+    else:
+        result.action = "created"
+    podman.run(args)
+    # The key is in place before sshd first starts, like on a provisioned node.
+    podman.run(["cp", str(key.with_suffix(".pub")), f"{node.container}:/root/.ssh/authorized_keys"])
+    podman.run(["cp", str(state.pod_dir(spec.pod) / "hosts"), f"{node.container}:/etc/hosts"])
+    podman.run(["start", node.container])
+    health.forget_neighbor(str(node.address))
+    reporter.advance("containers", node.hostname)
+
+    result.systemd = health.wait_systemd(podman, node.container, deadline)
+    if result.systemd not in health.GOOD_SYSTEMD_STATES:
+        logs = podman.run(["logs", "--tail", "15", node.container], check=False)
+        result.error = f"systemd is {result.systemd!r} after the deadline"
+        tail = (logs.stdout + logs.stderr).strip().splitlines()[-8:]
+        if tail:
+            result.error += "; last console lines:\n    " + "\n    ".join(tail)
+        return result
+    if result.systemd == "degraded":
+        result.failed_units = health.failed_units(podman, node.container)
+    reporter.advance("systemd", node.hostname)
+
+    result.ssh, why = health.wait_ssh(key, str(node.address), deadline)
+    if not result.ssh:
+        result.error = f"sshd on {node.address} did not accept the pod key before the deadline: {why}"
+        return result
+    reporter.advance("sshd", node.hostname)
+    return result
+
+
+def up(
+    podman: Podman,
+    site: Site,
+    site_path: str | Path,
+    hostlist: str | None,
+    timeout_s: float,
+    reporter: Reporter,
+    recipe: Recipe | None = None,
+    ensure_image_fn: Callable[[], tuple[str, bool]] | None = None,
+) -> UpResult:
+    started = time.monotonic()
+    recipe = recipe or default_recipe()
+    spec = pod_spec(site, site_path, hostlist, state.pod_dir(site.name) / "mounts")
+    with state.locked(state.pod_dir(spec.pod) / ".lock"):
+        if ensure_image_fn is not None:
+            image, built = ensure_image_fn()
+        else:
+            image, built = ensure_image(podman, recipe, reporter.message)
+        key = ensure_ssh_key(spec.pod)
+        for mount in spec.mounts:
+            mount.host_dir.mkdir(parents=True, exist_ok=True)
+        (state.pod_dir(spec.pod) / "hosts").write_text(hosts_file(spec))
+
+        ensure_network(podman, spec, reporter)
+        ours = {c.node: c for c in podman.containers(pod_filter(spec.pod)) if owned_by(c.labels, spec.pod)}
+        check_name_clashes(podman, spec, ours)
+
+        removed: list[str] = []
+        if not spec.subset:
+            wanted = {n.hostname for n in spec.all_nodes}
+            removed = remove_containers(podman, spec.pod, [c for h, c in ours.items() if h not in wanted])
+
+        for phase in ("containers", "systemd", "sshd"):
+            reporter.phase(phase, len(spec.nodes))
+        # The deadline covers the nodes, not a first image build before them.
+        deadline = Deadline.after(timeout_s)
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(spec.nodes)))) as pool:
+            futures = [
+                pool.submit(_bring_up_node, podman, spec, node, image, key, ours.get(node.hostname), deadline, reporter)
+                for node in spec.nodes
+            ]
+            results = [f.result() for f in futures]
+
+        # Faults recorded for a node that was recreated no longer apply.
+        faults = state.read_faults(spec.pod)
+        for r in results:
+            if r.action != "kept":
+                faults.pop(r.hostname, None)
+        for name in removed:
+            faults.pop(name.removeprefix(f"podctl-{spec.pod}-"), None)
+        state.write_faults(spec.pod, faults)
+
+        config = state.ssh_config_path(spec.pod)
+        config.write_text(ssh_config(spec, key))
+
+    failed = [r for r in results if r.error]
+    if failed:
+        raise SimError(
+            f"{len(failed)} of {len(results)} node(s) of pod {spec.pod} did not come up within {timeout_s:.0f} s:\n  "
+            + "\n  ".join(f"{r.hostname}: {r.error}" for r in failed)
+            + f"\nrun `podctl sim up {site_path}` again to retry (healthy nodes are kept), "
+            f"or `podctl sim status --pod {spec.pod}`"
+        )
+    return UpResult(
+        spec=spec,
+        key=key,
+        ssh_config=config,
+        image=image,
+        image_built=built,
+        nodes=results,
+        removed=removed,
+        seconds=time.monotonic() - started,
+    )
+
+
+# -- finding a pod without its site file --------------------------------------
+
+
+def pods_present(podman: Podman) -> list[str]:
+    names = {c.pod for c in podman.containers(any_pod_filter()) if c.pod}
+    names |= {n.labels.get(LABEL_POD, "") for n in podman.networks(any_pod_filter())}
+    return sorted(n for n in names if n)
+
+
+def resolve_pod(podman: Podman, pod: str | None) -> str:
+    if pod:
+        return pod
+    present = pods_present(podman)
+    if not present:
+        raise SimError("no simulated pod is up (no container or network labelled io.podctl.pod); "
+                       "start one with `podctl sim up SITE.yaml`")
+    if len(present) > 1:
+        raise SimError(f"{len(present)} simulated pods are up ({', '.join(present)}): choose one with --pod NAME")
+    return present[0]
+
+
+def pod_container(podman: Podman, pod: str, hostname: str) -> ContainerInfo:
+    for c in podman.containers(pod_filter(pod)):
+        if c.node == hostname and owned_by(c.labels, pod):
+            return c
+    known = sorted(c.node for c in podman.containers(pod_filter(pod)))
+    raise SimError(
+        f"pod {pod!r} has no node {hostname!r}"
+        + (f"; its nodes are {', '.join(known)}" if known else " (no containers: run `podctl sim up`)")
+    )
+
+
+# -- status and down -----------------------------------------------------------
+
+
+@dataclass
+class NodeStatus:
+    hostname: str
+    container: str
+    address: str
+    state: str
+    systemd: str
+    ssh: bool | None
+    faults: dict[str, object]
+
+
+def status(podman: Podman, pod: str) -> tuple[list[NodeStatus], str | None]:
+    containers = [c for c in podman.containers(pod_filter(pod)) if owned_by(c.labels, pod)]
+    network = podman.network(network_name(pod))
+    net_text = None
+    if network is not None and owned_by(network.labels, pod):
+        net_text = f"{network.name} " + ", ".join(f"{s} (gateway {g})" for s, g in network.subnets)
+    key = state.ssh_key_path(pod)
+    faults = state.read_faults(pod)
+
+    def one(c: ContainerInfo) -> NodeStatus:
+        address = c.labels.get(LABEL_ADDRESS, "")
+        systemd = health.systemd_state(podman, c.name) if c.running else "-"
+        ssh: bool | None = None
+        if c.running and key.exists():
+            ssh, _ = health.ssh_answers(key, address, connect_timeout=2)
+        return NodeStatus(c.node, c.name, address, c.state, systemd, ssh, dict(faults.get(c.node, {})))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(containers)))) as pool:
+        rows = list(pool.map(one, containers))
+    rows.sort(key=lambda r: r.hostname)
+    return rows, net_text
+
+
+def down(podman: Podman, pod: str, purge: bool) -> tuple[list[str], bool]:
+    with state.locked(state.pod_dir(pod) / ".lock"):
+        removed = remove_containers(podman, pod, podman.containers(pod_filter(pod)))
+        network = podman.network(network_name(pod))
+        network_removed = False
+        if network is not None and owned_by(network.labels, pod):
+            podman.run(["network", "rm", network.name])
+            network_removed = True
+        state.faults_path(pod).unlink(missing_ok=True)
+        state.ssh_config_path(pod).unlink(missing_ok=True)
+    # Images of older recipes that were in use when the current one was built
+    # can go now (podman refuses while another pod still uses one).
+    prune_old_images(podman, default_recipe())
+    if purge:
+        shutil.rmtree(state.pod_dir(pod), ignore_errors=True)
+    return removed, network_removed

@@ -1,0 +1,143 @@
+"""Check, before doing anything, that this machine can run a simulated pod,
+and say exactly what to install or set when it cannot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SimError
+
+SETUP_HINT = "or run .ci/sim-setup.sh, which installs and configures everything the sim needs"
+
+# binary -> (Debian package, why the sim needs it)
+TOOLS: dict[str, tuple[str, str]] = {
+    "podman": ("podman", "runs the node containers"),
+    "runc": ("runc", "the OCI runtime that works here (crun fails on this host's hybrid cgroups)"),
+    "debootstrap": ("debootstrap", "builds the node image (no registry can be reached)"),
+    "tar": ("tar", "packs the node image"),
+    "ssh": ("openssh-client", "checks that every node answers over SSH"),
+    "ssh-keygen": ("openssh-client", "creates the pod's SSH key"),
+    "tc": ("iproute2", "throttles a node's network (podctl sim fault --rate)"),
+    "ip": ("iproute2", "finds a node's interfaces for fault injection"),
+    "nsenter": ("util-linux", "enters a node's network namespace for fault injection"),
+}
+
+# What each command needs; `image` also runs inside `up` when the image is missing.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "image": ("podman", "runc", "debootstrap", "tar"),
+    "up": ("podman", "runc", "ssh", "ssh-keygen", "ip"),
+    "status": ("podman", "runc", "ssh"),
+    "down": ("podman", "runc"),
+    "exec": ("podman", "runc"),
+    "fault": ("podman", "runc", "tc", "ip", "nsenter", "ssh"),
+}
+
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+
+
+@dataclass(frozen=True)
+class Tools:
+    paths: dict[str, str]
+
+    def __getitem__(self, name: str) -> str:
+        return self.paths[name]
+
+    @property
+    def podman(self) -> str:
+        return self.paths["podman"]
+
+    @property
+    def runc(self) -> str:
+        return self.paths["runc"]
+
+
+def search_path(path: str | None = None) -> str:
+    """PATH, plus the sbin directories that a non-login root shell may lack
+    (runc and debootstrap live in /usr/sbin)."""
+    base = path if path is not None else os.environ.get("PATH", "")
+    extra = [d for d in ("/usr/local/sbin", "/usr/sbin", "/sbin") if d not in base.split(os.pathsep)]
+    if path is not None:
+        # An explicit PATH is taken as given (tests simulate missing tools).
+        return base
+    return os.pathsep.join([base, *extra]) if base else os.pathsep.join(extra)
+
+
+def missing_tools_message(missing: list[str]) -> str:
+    packages = sorted({TOOLS[name][0] for name in missing})
+    lines = [f"podctl sim needs {', '.join(missing)}, not found on PATH:"]
+    for name in missing:
+        lines.append(f"  {name}: {TOOLS[name][1]} (Debian package {TOOLS[name][0]})")
+    lines.append(f"install with: apt-get install -y {' '.join(packages)}")
+    lines.append(SETUP_HINT)
+    return "\n".join(lines)
+
+
+def find_tools(command: str, path: str | None = None) -> Tools:
+    """Resolve every binary `command` needs, or raise a SimError naming all the
+    missing ones and the packages that provide them."""
+    lookup = search_path(path)
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for name in NEEDS[command]:
+        where = shutil.which(name, path=lookup)
+        if where:
+            found[name] = where
+        else:
+            missing.append(name)
+    if missing:
+        raise SimError(missing_tools_message(missing))
+    return Tools(found)
+
+
+def require_root(euid: int | None = None) -> None:
+    uid = os.geteuid() if euid is None else euid
+    if uid != 0:
+        raise SimError(
+            "podctl sim must run as root: it runs rootful podman (static addresses on a "
+            "bridge), debootstrap, and tc inside the nodes' network namespaces; run it with sudo"
+        )
+
+
+def check_podman(tools: Tools) -> None:
+    """`podman info` fails fast when storage or the runtime is misconfigured;
+    turn that into advice instead of a failure halfway through `up`."""
+    try:
+        proc = subprocess.run(
+            [tools.podman, "--runtime", tools.runc, "info", "--format", "{{.Host.OCIRuntime.Name}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SimError(f"could not run `podman info`: {exc}\n{SETUP_HINT}") from exc
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip().splitlines()
+        detail = "\n  ".join(err[-5:]) or "(no output)"
+        raise SimError(
+            f"podman is installed but `podman info` fails:\n  {detail}\n"
+            "check /etc/containers/containers.conf: this host needs [engine] runtime = \"runc\" and "
+            '[containers] default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n' + SETUP_HINT
+        )
+
+
+def check_debootstrap(keyring: Path = DEBIAN_KEYRING) -> None:
+    if not keyring.exists():
+        raise SimError(
+            f"debootstrap cannot verify Debian's archive without {keyring}: "
+            f"apt-get install -y debian-archive-keyring\n{SETUP_HINT}"
+        )
+
+
+def preflight(command: str, path: str | None = None, euid: int | None = None) -> Tools:
+    require_root(euid)
+    tools = find_tools(command, path)
+    if command == "image":
+        check_debootstrap()
+    if "podman" in tools.paths:
+        check_podman(tools)
+    return tools

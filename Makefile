@@ -21,10 +21,13 @@ setup: $(BIN)/podctl
 sim-setup: setup
 	PODCTL_PYTHON=$(BIN)/python bash .ci/sim-setup.sh
 
-# The main job on the built-in sim site.
-demo: setup
+# The main job on the built-in sim site: check and plan it, bring its nodes up as
+# containers, and deploy every stage onto them (ends with the per-host recap).
+demo: sim-setup
 	$(BIN)/podctl check $(SITE)
 	$(BIN)/podctl plan $(SITE)
+	$(BIN)/podctl sim up $(SITE)
+	$(BIN)/podctl deploy $(SITE)
 
 # Every test, the simulated pod's included.
 test: sim-setup

@@ -1,0 +1,237 @@
+"""`podctl deploy SITE`: configure the pod stage by stage with Ansible.
+
+Exit codes: 0 every host succeeded; 1 a host failed or was unreachable, or
+the run stopped at --max-fail-percent (the recap names hosts and tasks);
+2 a usage or configuration error (unknown stage or host, missing playbook).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .errors import DeployError
+from .limit import expand_limit
+from .recap import Recap
+from .run import DeployRequest, DeployResult, execute, fact_cache_dir
+from .settings import ansible_settings
+from .stages import STAGES, select_stages
+
+EXIT_HOST_FAILURES = 1
+
+err_console = Console(stderr=True, highlight=False)
+# Piped output (logs, CI) would be cut at 80 columns: the recap needs its failed-task column.
+out_console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def default_playbooks_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "playbooks"
+
+
+def sim_private_key(pod: str) -> Path | None:
+    from podctl.sim import state
+
+    key = state.ssh_key_path(pod)
+    return key if key.is_file() else None
+
+
+class LiveProgress:
+    """What the run is doing now: one row per stage, the current task, hosts done and failed."""
+
+    def __init__(self, stages: list[str], hosts: list[str]) -> None:
+        self.stages = stages
+        self.hosts = hosts
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+        self.stage: str | None = None
+        self.task: str = ""
+        self.task_hosts: set[str] = set()
+        self.stage_hosts: dict[str, set[str]] = {s: set() for s in stages}
+        self.done_stages: list[str] = []
+        self.failed: dict[str, str] = {}
+        self.printed_failures: set[tuple[str, str]] = set()
+
+    def on_event(self, event: dict[str, Any], recap: Recap, console: Console) -> None:
+        with self.lock:
+            if recap.stage and recap.stage != self.stage:
+                if self.stage and self.stage not in self.done_stages:
+                    self.done_stages.append(self.stage)
+                self.stage = recap.stage
+            kind = event.get("event", "")
+            if kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+                self.task = recap.task or ""
+                self.task_hosts = set()
+            host = (event.get("event_data") or {}).get("host")
+            if host and kind.startswith("runner_on_") and kind != "runner_on_start":
+                self.task_hosts.add(host)
+                if self.stage in self.stage_hosts:
+                    self.stage_hosts[self.stage].add(host)
+            for name in recap.failed_hosts:
+                rec = recap.hosts[name]
+                if rec.failures:
+                    last = rec.failures[-1]
+                    key = (name, last.task)
+                    if key not in self.printed_failures:
+                        self.printed_failures.add(key)
+                        what = "unreachable" if last.unreachable else "failed"
+                        console.print(f"[red]{name}: {what} at {last.stage} / {last.task}[/red]"
+                                      f"{': ' + last.message if last.message else ''}")
+            self.failed = {h: recap.hosts[h].status for h in recap.failed_hosts}
+
+    def finish(self) -> None:
+        with self.lock:
+            if self.stage and self.stage not in self.done_stages:
+                self.done_stages.append(self.stage)
+            self.stage = None
+            self.task = ""
+
+    def __rich__(self) -> Group:
+        with self.lock:
+            table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+            for column in ("stage", "state", "hosts done", "failed", "current task"):
+                table.add_column(column)
+            active = [h for h in self.hosts if h not in self.failed]
+            for stage in self.stages:
+                seen = self.stage_hosts.get(stage, set())
+                failed = len([h for h in seen if h in self.failed])
+                if stage in self.done_stages:
+                    state, done, task = "[green]done[/green]", f"{len(seen) - failed}/{len(self.hosts)}", ""
+                elif stage == self.stage:
+                    state = "[yellow]running[/yellow]"
+                    done = f"{len(self.task_hosts)}/{len(active)} on task"
+                    task = self.task
+                else:
+                    state, done, task = "[dim]pending[/dim]", "", ""
+                table.add_row(stage, state, done, str(failed) if failed else "", task)
+            elapsed = time.monotonic() - self.started
+            footer = Text(f"{elapsed:5.0f} s  {len(self.hosts)} host(s), {len(self.failed)} failed", style="dim")
+            return Group(table, footer)
+
+
+def recap_table(recap: Recap) -> Table:
+    table = Table(title="deploy recap", title_justify="left")
+    for column, justify in (("host", "left"), ("ok", "right"), ("changed", "right"), ("failed", "right"),
+                            ("unreachable", "right"), ("skipped-by-hardware", "right"), ("failed task", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for name in sorted(recap.hosts):
+        r = recap.hosts[name]
+        failure = ""
+        if r.failures:
+            f = r.failures[0]
+            failure = f"{f.stage}: {f.task}" + (" (unreachable)" if f.unreachable else "")
+            if f.message:
+                failure += f" - {f.message}"
+        style = "red" if (r.failed or r.unreachable) else None
+        table.add_row(name, str(r.ok), str(r.changed), str(r.failed), str(r.unreachable),
+                      str(r.skipped_by_hardware), failure, style=style)
+    return table
+
+
+def print_result(result: DeployResult, console: Console) -> None:
+    console.print(recap_table(result.recap))
+    gates = sorted({g for r in result.recap.hosts.values() for g in r.hardware_gates})
+    if gates:
+        console.print("skipped by hardware: " + "; ".join(gates), style="dim")
+    if result.aborted:
+        console.print(f"[red]{result.aborted}[/red]")
+    elif result.status not in ("successful", "failed"):
+        console.print(f"[red]ansible-runner status: {result.status} (rc {result.rc})[/red]")
+    failed = result.recap.failed_hosts
+    ran = any(r.ok or r.changed or r.failed or r.unreachable for r in result.recap.hosts.values())
+    verdict = (f"[red]{len(failed)} host(s) failed: {', '.join(failed)}[/red]" if failed
+               else "[green]all hosts ok[/green]" if ran and result.rc == 0
+               else "[red]no host completed a task[/red]" if not ran else "[red]the run did not finish[/red]")
+    console.print(f"{verdict} in {result.seconds:.1f} s; run directory: {result.run_dir}", soft_wrap=True)
+
+
+@click.command("deploy")
+@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--only", "only", metavar="STAGES", help=f"Run only these stages (comma-separated: {','.join(STAGES)}).")
+@click.option("--skip", "skip", metavar="STAGES", help="Run every stage but these.")
+@click.option("--limit", "limit", metavar="HOSTLIST", help="Only these hosts (ClusterShell syntax: node[01-03],head01).")
+@click.option("--check", is_flag=True, help="Report what would change without changing it.")
+@click.option("--diff", is_flag=True, help="Show the changes made (or, with --check, that would be made) to files.")
+@click.option("--runs-dir", "runs_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+              show_default=True, help="Where each run's directory (events, stdout, inventory) is created.")
+@click.option("--max-fail-percent", "max_fail_percent", type=click.FloatRange(0, 100), default=100.0,
+              show_default=True, help="Stop the run once more than this percentage of hosts failed (100: never).")
+@click.option("--ansible-defaults", "ansible_defaults", is_flag=True,
+              help="Run with Ansible's defaults (5 forks, no pipelining, no SSH multiplexing, no fact cache).")
+@click.option("--private-key", "private_key", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="SSH key for root on the nodes (default for a sim pod: the key `podctl sim up` made).")
+@click.option("--playbooks-dir", "playbooks_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="Folder with site.yml and the stage playbooks (default: podctl's own).")
+def deploy(site_file: Path, only: str | None, skip: str | None, limit: str | None, check: bool, diff: bool,
+           runs_dir: Path, max_fail_percent: float, ansible_defaults: bool, private_key: Path | None,
+           playbooks_dir: Path | None) -> None:
+    """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring."""
+    from podctl.site import load_site
+
+    stages = select_stages(only, skip)
+    site = load_site(site_file)
+    all_hosts = [n.hostname for n in site.nodes]
+    hosts = expand_limit(limit, all_hosts) if limit else all_hosts
+    emulated = all(site.profile_of(n).emulated for n in site.nodes)
+    if private_key is None and emulated:
+        private_key = sim_private_key(site.name)
+        if private_key is None:
+            raise DeployError(f"pod {site.name}: no sim SSH key; bring the pod up first: podctl sim up {site_file}")
+    playbooks = (playbooks_dir or default_playbooks_dir()).resolve()
+    runs_dir = runs_dir.resolve()
+    settings = ansible_settings(
+        hosts=len(hosts), fast=not ansible_defaults, fact_cache_dir=fact_cache_dir(runs_dir, site.name),
+        roles_path=playbooks / "roles", private_key=private_key,
+        # The sim's containers get fresh host keys on every `sim up`.
+        host_key_checking=not emulated,
+    )
+    request = DeployRequest(site=site, playbooks_dir=playbooks, stages=stages, hosts=hosts, limited=bool(limit),
+                            settings=settings, runs_dir=runs_dir, check=check, diff=diff,
+                            max_fail_percent=max_fail_percent)
+    mode = "Ansible defaults" if ansible_defaults else "fast settings"
+    err_console.print(f"deploy {site.name}: stages {', '.join(stages)} on {len(hosts)} host(s), "
+                      f"{settings.forks} forks, {mode}{', check mode' if check else ''}")
+    progress = LiveProgress(stages, hosts)
+    with Live(progress, console=err_console, refresh_per_second=4, transient=False) as live:
+
+        def on_event(event: dict[str, Any], recap: Recap) -> None:
+            progress.on_event(event, recap, live.console)
+            if diff:
+                _print_diff(event, live.console)
+
+        result = execute(request, on_event=on_event)
+        progress.finish()
+    if not err_console.is_terminal:
+        err_console.print()  # a piped log would run the last progress line into the recap
+    print_result(result, out_console)
+    if result.recap.failed_hosts or result.aborted:
+        sys.exit(EXIT_HOST_FAILURES)
+    if result.status != "successful":
+        tail = _stdout_tail(result.run_dir)
+        raise DeployError(f"ansible-playbook ended with {result.status} (rc {result.rc}) before any host failed:\n"
+                          f"{tail}\nsee {result.run_dir}")
+
+
+def _print_diff(event: dict[str, Any], console: Console) -> None:
+    """With --diff, show each task's file changes as Ansible renders them."""
+    if event.get("event") != "runner_on_ok":
+        return
+    res = (event.get("event_data") or {}).get("res") or {}
+    if res.get("diff") and event.get("stdout"):
+        console.print(Text.from_ansi(str(event["stdout"])))
+
+
+def _stdout_tail(run_dir: Path, lines: int = 15) -> str:
+    path = run_dir / "artifacts" / "deploy" / "stdout"
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no stdout recorded)"

@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+from podctl.errors import PodctlError
+
+
+class DeployError(PodctlError):
+    """A deploy request podctl cannot carry out (bad --only/--limit, missing playbook, Ansible not starting)."""

@@ -1,0 +1,77 @@
+"""The deploy stages, in the order site.yml runs them: one playbook each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import DeployError
+
+STAGES: tuple[str, ...] = ("os", "fabric", "storage", "slurm", "monitoring")
+
+
+def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parse_stage_list(text: str | None, option: str) -> list[str]:
+    """'os, fabric' -> ['os', 'fabric']; unknown names are an error naming the known ones."""
+    if text is None:
+        return []
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise DeployError(f"{option}: empty stage list; stages are {', '.join(STAGES)}")
+    for name in names:
+        if name not in STAGES:
+            raise DeployError(f"{option}: unknown stage {name!r}{_did_you_mean(name, STAGES)}; "
+                              f"stages are {', '.join(STAGES)}")
+    return names
+
+
+def select_stages(only: str | None, skip: str | None) -> list[str]:
+    """The stages to run, always in site.yml's order whatever order they were given in."""
+    if only is not None and skip is not None:
+        raise DeployError("--only and --skip: give one of them, not both")
+    chosen = set(parse_stage_list(only, "--only")) if only is not None else set(STAGES)
+    chosen -= set(parse_stage_list(skip, "--skip"))
+    selected = [stage for stage in STAGES if stage in chosen]
+    if not selected:
+        raise DeployError(f"--skip {skip}: no stage left to run")
+    return selected
+
+
+def stage_playbooks(playbooks_dir: Path, stages: list[str]) -> list[Path]:
+    """Each stage's playbook; a missing one is an error that says which."""
+    missing = [s for s in stages if not (playbooks_dir / f"{s}.yml").is_file()]
+    if missing:
+        raise DeployError(
+            f"no playbook for stage(s) {', '.join(missing)} in {playbooks_dir} "
+            f"(expected {', '.join(f'{s}.yml' for s in missing)}); run the others with --skip {','.join(missing)}")
+    return [playbooks_dir / f"{s}.yml" for s in stages]
+
+
+def wrapper_playbook(playbooks: list[Path]) -> str:
+    """A playbook importing the selected stages, so that one ansible-playbook run
+    does them all (one SSH connection per host, facts gathered once)."""
+    lines = ["---", "# Written by podctl deploy: the stages this run selected, in site.yml's order."]
+    for path in playbooks:
+        lines.append(f"- name: Stage {path.stem}")
+        lines.append(f"  ansible.builtin.import_playbook: {path.resolve()}")
+    return "\n".join(lines) + "\n"
+
+
+def stage_of_task_path(task_path: str | None) -> str | None:
+    """Which stage a task belongs to, from its file: roles/<stage>/... or <stage>.yml."""
+    if not task_path:
+        return None
+    path = task_path.rsplit(":", 1)[0]
+    parts = Path(path).parts
+    if "roles" in parts:
+        index = len(parts) - 1 - parts[::-1].index("roles")
+        if index + 1 < len(parts) and parts[index + 1] in STAGES:
+            return parts[index + 1]
+    stem = Path(path).stem
+    return stem if stem in STAGES else None

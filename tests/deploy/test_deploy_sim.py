@@ -1,0 +1,232 @@
+"""`podctl deploy` end to end on the test pod (1 head + 3 compute): every stage.
+
+Starts: the simdeploy sim pod (see conftest.py), then real Ansible through
+ansible-runner, which installs and starts inside the containers chrony,
+munge, slurmctld, slurmdbd + MariaDB, slurmd (Debian's Slurm), Prometheus,
+Alertmanager, node_exporter and the Slurm exporter. The tests run in order
+and build on each other (one pod, deployed once): first deploy, the pod's
+behaviour (Slurm jobs, accounting, Prometheus targets, the munge key), a
+no-change re-run, a config change that must reconfigure rather than restart,
+and a node killed mid-run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import POD, REPO, DeployPod, podctl
+
+pytestmark = [pytest.mark.deploy, pytest.mark.sim]
+
+ALL_STAGES = ["os", "fabric", "storage", "slurm", "monitoring"]
+OTHERS = ["head01", "node01", "node02"]
+COMPUTE = ["node01", "node02", "node03"]
+HEAD_ADDRESS = "10.89.11.10"
+
+
+def _newest_run(runs_dir: Path) -> Path:
+    runs = sorted(p for p in runs_dir.iterdir() if p.name.endswith("-deploy"))
+    assert runs, f"no run directory under {runs_dir}"
+    return runs[-1]
+
+
+def _deploy(pod: DeployPod, *extra: str, expect_rc: int = 0) -> tuple[dict[str, Any], str]:
+    proc = podctl("deploy", str(pod.site), "--runs-dir", str(pod.runs_dir), *extra,
+                  timeout=1200, check=False)
+    assert proc.returncode == expect_rc, f"rc {proc.returncode}\n{proc.stdout[-5000:]}\n{proc.stderr[-3000:]}"
+    run_dir = _newest_run(pod.runs_dir)
+    assert str(run_dir) in proc.stdout  # the run directory is named in the output
+    return json.loads((run_dir / "recap.json").read_text()), proc.stdout
+
+
+def test_first_deploy(deploy_pod: DeployPod) -> None:
+    recap, _ = _deploy(deploy_pod)
+    assert recap["stages"] == ALL_STAGES
+    for host, r in recap["hosts"].items():
+        assert r["failed"] == 0 and r["unreachable"] == 0, host
+    run_dir = _newest_run(deploy_pod.runs_dir)
+    assert (run_dir / "inventory" / "hosts.yml").is_file()
+    assert list((run_dir / "artifacts" / "deploy" / "job_events").glob("*.json"))
+    assert (run_dir / "artifacts" / "deploy" / "stdout").stat().st_size > 0
+    assert "PRIVATE KEY" not in "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+
+
+def test_rerun_changes_nothing_and_reports_hardware_gates(deploy_pod: DeployPod) -> None:
+    recap, stdout = _deploy(deploy_pod)
+    for host, r in recap["hosts"].items():
+        assert r["changed"] == 0, (host, r)
+        # sysctl (read-only /proc/sys) and the storage stand-in on every node; no HCA on fabric members
+        assert r["skipped_by_hardware"] >= 2, (host, r)
+        assert any(g.startswith("os: sysctl") for g in r["hardware_gates"]), r["hardware_gates"]
+    assert any(g.startswith("fabric:") for g in recap["hosts"]["node01"]["hardware_gates"])
+    assert "skipped-by-hardware" in stdout.replace("\n", "") or "skipped-by-har" in stdout
+
+
+def test_rendered_files_on_the_nodes(deploy_pod: DeployPod) -> None:
+    ib0 = deploy_pod.ssh("node01", "cat /etc/systemd/network/60-podctl-ib0.network")
+    assert "Address=172.31.0.1/24" in ib0 and "MTUBytes=4092" in ib0
+    assert "routing_engine ftree" in deploy_pod.ssh("head01", "cat /etc/opensm/opensm.conf")
+    assert "ipoib" in deploy_pod.ssh("head01", "cat /etc/opensm/partitions.conf")
+    unit = deploy_pod.ssh("node02", "cat /etc/systemd/system/home-shared.mount")
+    assert "What=head01:/export/home" in unit and "Options=rw,hard,vers=4.2,_netdev" in unit
+    assert "allow 10.89.11.0/24" in deploy_pod.ssh("head01", "cat /etc/chrony/chrony.conf")
+    assert "server 10.89.11.10 iburst" in deploy_pod.ssh("node03", "cat /etc/chrony/chrony.conf")
+    assert deploy_pod.ssh("node01", "id -u munge; id -u slurm; id -u prometheus").split() == ["900", "901", "902"]
+    assert "10.89.11.13 node03.sim.podctl.internal node03" in deploy_pod.ssh("node01", "cat /etc/hosts")
+    assert "memlock unlimited" in deploy_pod.ssh("node01", "cat /etc/security/limits.d/90-podctl-hpc.conf")
+
+
+def _sinfo_states(pod: DeployPod) -> dict[str, str]:
+    out = pod.ssh("head01", "sinfo --noheader --Node --format '%N %t'")
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def test_every_compute_node_idle_and_srun_runs_on_three(deploy_pod: DeployPod) -> None:
+    assert _sinfo_states(deploy_pod) == {n: "idle" for n in COMPUTE}
+    out = deploy_pod.ssh("head01", "srun -N3 --job-name=podctl-e2e hostname")
+    assert sorted(out.split()) == COMPUTE
+
+
+def test_sacct_lists_the_job(deploy_pod: DeployPod) -> None:
+    def listed() -> bool:
+        out = deploy_pod.ssh("head01", "sacct --allusers --noheader --parsable2 --format JobName,State,NodeList")
+        return any(line.startswith("podctl-e2e|COMPLETED|node[01-03]") for line in out.splitlines())
+
+    _wait_for(listed, 60, "sacct to list the srun job")
+
+
+def test_prometheus_reports_every_node_exporter_up(deploy_pod: DeployPod) -> None:
+    expected = {f"{h}:9100" for h in ["head01", *COMPUTE]}
+
+    def all_up() -> bool:
+        with urllib.request.urlopen(f"http://{HEAD_ADDRESS}:9090/api/v1/targets", timeout=5) as response:
+            targets = json.load(response)["data"]["activeTargets"]
+        health = {t["labels"]["instance"]: t["health"] for t in targets if t["labels"]["job"] == "node"}
+        return set(health) == expected and set(health.values()) == {"up"}
+
+    _wait_for(all_up, 90, "every node_exporter target up")
+    with urllib.request.urlopen(f"http://{HEAD_ADDRESS}:9090/api/v1/rules", timeout=5) as response:
+        rules = {r["name"]: r for g in json.load(response)["data"]["groups"] for r in g["rules"]}
+    assert rules["NodeDown"]["query"] == 'up{job="node"} == 0'
+
+
+def _munge_key(pod: DeployPod) -> tuple[str, str]:
+    b64 = pod.ssh("head01", "base64 -w0 /etc/munge/munge.key").strip()
+    hexa = pod.ssh("head01", "od -An -v -tx1 /etc/munge/munge.key | tr -d ' \\n'").strip()
+    assert len(b64) >= 40 and len(hexa) >= 64
+    return b64, hexa
+
+
+def _assert_key_in_no_artifact(pod: DeployPod) -> None:
+    b64, hexa = _munge_key(pod)
+    needles = [b64, b64[:40], hexa[:64], hexa.upper()[:64]]
+    scanned = 0
+    for path in pod.runs_dir.rglob("*"):
+        if path.is_file():
+            scanned += 1
+            text = path.read_text(errors="replace").replace("\\/", "/")
+            for needle in needles:
+                assert needle not in text, f"munge key found in {path}"
+    assert scanned > 10
+
+
+def test_munge_key_identical_everywhere_mode_0400_and_in_no_artifact(deploy_pod: DeployPod) -> None:
+    digests = set()
+    for host in ["head01", *COMPUTE]:
+        owner, mode, digest = deploy_pod.ssh(
+            host, "stat -c '%U %a' /etc/munge/munge.key && sha256sum < /etc/munge/munge.key").split()[:3]
+        assert (owner, mode) == ("munge", "400"), host
+        digests.add(digest)
+    assert len(digests) == 1
+    _assert_key_in_no_artifact(deploy_pod)
+
+
+def test_a_partition_change_reconfigures_without_restarting_slurmd(deploy_pod: DeployPod) -> None:
+    def main_pids() -> dict[str, str]:
+        return {n: deploy_pod.ssh(n, "systemctl show --property MainPID --value slurmd").strip() for n in COMPUTE}
+
+    before = main_pids()
+    assert all(pid not in ("", "0") for pid in before.values()), before
+    site = yaml.safe_load(deploy_pod.site.read_text())
+    site["slurm"]["partitions"][0]["max_time"] = "04:00:00"
+    deploy_pod.site.write_text(yaml.safe_dump(site, sort_keys=False))
+    recap, _ = _deploy(deploy_pod, "--only", "slurm")
+    events = [json.loads(p.read_text()) for p in
+              (_newest_run(deploy_pod.runs_dir) / "artifacts" / "deploy" / "job_events").glob("*.json")]
+    ran = {e["event_data"].get("task") for e in events if e.get("event") == "runner_on_ok"}
+    assert "Reconfigure slurm" in ran and "Restart slurmd" not in ran
+    assert recap["hosts"]["node01"]["changed"] >= 1
+    assert main_pids() == before
+    assert "MaxTime=04:00:00" in deploy_pod.ssh("head01", "scontrol show partition batch")
+    assert _sinfo_states(deploy_pod) == {n: "idle" for n in COMPUTE}
+
+
+def _wait_for(predicate, deadline_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_killed_node_fails_alone_and_rerun_converges(deploy_pod: DeployPod) -> None:
+    before = {p.name for p in deploy_pod.runs_dir.iterdir()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "podctl.cli", "deploy", str(deploy_pod.site), "--runs-dir", str(deploy_pod.runs_dir)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def node03_inside_os_role() -> bool:
+        new = [p for p in deploy_pod.runs_dir.iterdir() if p.name not in before and p.name.endswith("-deploy")]
+        if not new:
+            return False
+        for path in (new[0] / "artifacts" / "deploy" / "job_events").glob("*.json"):
+            try:
+                data = json.loads(path.read_text()).get("event_data", {})
+            except (OSError, json.JSONDecodeError):
+                continue
+            if data.get("host") == "node03" and "/roles/os/" in str(data.get("task_path", "")):
+                return True
+        return False
+
+    try:
+        _wait_for(node03_inside_os_role, 300, "node03 to start the os role")
+        podctl("sim", "fault", "--pod", POD, "node03", "--kill", timeout=120)
+        stdout, stderr = proc.communicate(timeout=1200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, f"{stdout[-4000:]}\n{stderr[-3000:]}"
+    run_dir = _newest_run(deploy_pod.runs_dir)
+    recap = json.loads((run_dir / "recap.json").read_text())
+    node03 = recap["hosts"]["node03"]
+    assert node03["unreachable"] + node03["failed"] >= 1
+    assert node03["failures"] and node03["failures"][0]["stage"] == "os"
+    failed_task = node03["failures"][0]["task"]
+    recap_rows = [line for line in stdout.splitlines() if "node03" in line]
+    assert any(failed_task[:20] in line for line in recap_rows) or failed_task[:20] in stdout
+    for host in OTHERS:  # the others finished every stage, with nothing left to change
+        r = recap["hosts"][host]
+        assert (r["failed"], r["unreachable"], r["changed"]) == (0, 0, 0), (host, r)
+    assert recap["stages"] == ALL_STAGES
+
+    podctl("sim", "up", str(deploy_pod.site), timeout=600)  # brings node03 back (a fresh node)
+    recap, _ = _deploy(deploy_pod)
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap["hosts"].values())
+    assert all(recap["hosts"][h]["changed"] == 0 for h in ["node01", "node02"])
+    _wait_for(lambda: _sinfo_states(deploy_pod) == {n: "idle" for n in COMPUTE}, 120, "every node idle again")
+
+
+
+def test_zz_munge_key_in_no_artifact_of_any_run(deploy_pod: DeployPod) -> None:
+    assert len([p for p in deploy_pod.runs_dir.iterdir() if p.name.endswith("-deploy")]) >= 5
+    _assert_key_in_no_artifact(deploy_pod)

@@ -1,0 +1,36 @@
+"""ansible-lint (production profile) and yamllint pass on the repository."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.deploy, pytest.mark.ansible]
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(BIN)) or shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} is not installed")
+    return found
+
+
+def test_yamllint() -> None:
+    proc = subprocess.run([_tool("yamllint"), "-s", "."], cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("role", ["os", "fabric", "storage"])
+def test_ansible_lint_production(role: str) -> None:
+    targets = [f"playbooks/{role}.yml", f"playbooks/roles/{role}"]
+    proc = subprocess.run([_tool("ansible-lint"), "--nocolor", "--offline", *targets], cwd=REPO,
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr

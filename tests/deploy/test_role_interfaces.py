@@ -1,0 +1,38 @@
+"""Each role's interface: defaults/main.yml and meta/argument_specs.yml name the same inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.deploy
+
+ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
+MINE = ["os", "fabric", "storage"]
+
+
+@pytest.mark.parametrize("role", MINE)
+def test_defaults_match_argument_specs(role: str) -> None:
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    specs = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    assert sorted(defaults) == sorted(options)
+    assert all(name.startswith(f"podctl_{role}_") for name in defaults)
+
+
+@pytest.mark.parametrize("role", MINE)
+def test_main_is_a_table_of_contents(role: str) -> None:
+    tasks = yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text())
+    assert [t["name"] for t in tasks] == ["Preflight", "Install", "Configure", "Service"]
+    for task in tasks:
+        included = task["ansible.builtin.import_tasks"]
+        assert (ROLES / role / "tasks" / included).is_file()
+        assert role in task["tags"]
+
+
+@pytest.mark.parametrize("role", MINE)
+def test_handlers_listen(role: str) -> None:
+    handlers = yaml.safe_load((ROLES / role / "handlers" / "main.yml").read_text())
+    assert handlers and all("listen" in h for h in handlers)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from podctl.deploy.settings import DEFAULT_FORKS, MAX_FORKS, ansible_settings
+
+pytestmark = pytest.mark.deploy
+
+
+def _settings(hosts: int, fast: bool, host_key_checking: bool = True):
+    return ansible_settings(hosts=hosts, fast=fast, fact_cache_dir=Path("/r/cache/pod/facts"),
+                            roles_path=Path("/p/roles"), private_key=Path("/k/id"),
+                            host_key_checking=host_key_checking)
+
+
+@pytest.mark.parametrize(("hosts", "forks"), [(1, 1), (4, 4), (140, 140), (5000, MAX_FORKS)])
+def test_fast_forks_sized_to_pod(hosts: int, forks: int) -> None:
+    assert _settings(hosts, fast=True).forks == forks
+
+
+def test_fast_settings() -> None:
+    env = _settings(4, fast=True).envvars
+    assert env["ANSIBLE_PIPELINING"] == "True"
+    assert "ControlMaster=auto" in env["ANSIBLE_SSH_ARGS"] and "ControlPersist=" in env["ANSIBLE_SSH_ARGS"]
+    assert env["ANSIBLE_GATHERING"] == "smart"
+    assert env["ANSIBLE_CACHE_PLUGIN"] == "jsonfile"
+    assert env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == "/r/cache/pod/facts"
+    assert env["ANSIBLE_PRIVATE_KEY_FILE"] == "/k/id"
+    assert env["ANSIBLE_ROLES_PATH"] == "/p/roles"
+
+
+def test_ansible_defaults() -> None:
+    s = _settings(140, fast=False)
+    assert s.forks == DEFAULT_FORKS
+    assert s.envvars["ANSIBLE_PIPELINING"] == "False"
+    assert "ControlMaster=no" in s.envvars["ANSIBLE_SSH_ARGS"]
+    assert s.envvars["ANSIBLE_GATHERING"] == "implicit"
+    assert s.envvars["ANSIBLE_CACHE_PLUGIN"] == "memory"
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_host_key_checking(fast: bool) -> None:
+    strict = _settings(4, fast=fast, host_key_checking=True).envvars
+    assert strict["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    assert "UserKnownHostsFile=/dev/null" not in strict["ANSIBLE_SSH_ARGS"]
+    sim = _settings(4, fast=fast, host_key_checking=False).envvars
+    assert sim["ANSIBLE_HOST_KEY_CHECKING"] == "False"
+    assert "UserKnownHostsFile=/dev/null" in sim["ANSIBLE_SSH_ARGS"]

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from podctl.deploy.errors import DeployError
+from podctl.deploy.stages import (STAGES, select_stages, stage_of_task_path, stage_playbooks,
+                                  wrapper_playbook)
+
+pytestmark = pytest.mark.deploy
+
+
+@pytest.mark.parametrize(("only", "skip", "expected"), [
+    (None, None, list(STAGES)),
+    ("os", None, ["os"]),
+    ("storage,os", None, ["os", "storage"]),  # site.yml's order, not the order given
+    (" fabric , os ", None, ["os", "fabric"]),
+    (None, "slurm,monitoring", ["os", "fabric", "storage"]),
+    (None, "os", ["fabric", "storage", "slurm", "monitoring"]),
+])
+def test_select_stages(only: str | None, skip: str | None, expected: list[str]) -> None:
+    assert select_stages(only, skip) == expected
+
+
+@pytest.mark.parametrize(("only", "skip", "message"), [
+    ("os,slrum", None, "--only: unknown stage 'slrum' (did you mean 'slurm'?)"),
+    (None, "nothing", "--skip: unknown stage 'nothing'"),
+    ("os", "fabric", "give one of them, not both"),
+    (",", None, "--only: empty stage list"),
+    (None, ",".join(STAGES), "no stage left to run"),
+])
+def test_select_stages_errors(only: str | None, skip: str | None, message: str) -> None:
+    with pytest.raises(DeployError, match=None) as info:
+        select_stages(only, skip)
+    assert message in str(info.value)
+
+
+def test_missing_playbook_names_the_stage(tmp_path: Path) -> None:
+    (tmp_path / "os.yml").write_text("---\n")
+    with pytest.raises(DeployError) as info:
+        stage_playbooks(tmp_path, ["os", "monitoring"])
+    assert "monitoring.yml" in str(info.value)
+    assert "--skip monitoring" in str(info.value)
+    assert stage_playbooks(tmp_path, ["os"]) == [tmp_path / "os.yml"]
+
+
+def test_wrapper_imports_stages_in_order(tmp_path: Path) -> None:
+    text = wrapper_playbook([tmp_path / "os.yml", tmp_path / "storage.yml"])
+    imports = [line.split(": ", 1)[1] for line in text.splitlines() if "import_playbook" in line]
+    assert imports == [str((tmp_path / "os.yml").resolve()), str((tmp_path / "storage.yml").resolve())]
+
+
+@pytest.mark.parametrize(("task_path", "stage"), [
+    ("/work/main/playbooks/roles/os/tasks/configure.yml:12", "os"),
+    ("/x/playbooks/roles/fabric/handlers/main.yml:3", "fabric"),
+    ("/x/playbooks/storage.yml:2", "storage"),
+    ("/x/playbooks/roles/other/tasks/main.yml:2", None),
+    ("/usr/lib/python3/site-packages/ansible/whatever.py:1", None),
+    ("", None),
+    (None, None),
+])
+def test_stage_of_task_path(task_path: str | None, stage: str | None) -> None:
+    assert stage_of_task_path(task_path) == stage

@@ -19,6 +19,10 @@ CONTAINERS_CONF = Path("/etc/containers/containers.conf")
 REQUIRED_SETTINGS: dict[str, dict[str, str]] = {
     "containers": {"default_ulimits": '["nofile=1024:1024", "nproc=4096:4096"]'},
     "engine": {"runtime": '"runc"'},
+    # Networks created without a subnet (Molecule's, anyone's) take the next free /24 of
+    # podman's pool, which starts at 10.89.0.0 -- the sim site's management subnet. A pool
+    # of its own keeps them off every 10.89.x network a sim pod declares.
+    "network": {"default_subnet_pools": '[{"base" = "10.120.0.0/16", "size" = 24}]'},
 }
 
 _SECTION = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")

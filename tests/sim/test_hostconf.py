@@ -7,11 +7,15 @@ import tomllib
 from podctl.sim.hostconf import main, merge_containers_conf
 
 
-def test_empty_file_gets_both_sections():
+POOL = [{"base": "10.120.0.0/16", "size": 24}]
+
+
+def test_empty_file_gets_every_section():
     conf = tomllib.loads(merge_containers_conf(""))
     assert conf == {
         "containers": {"default_ulimits": ["nofile=1024:1024", "nproc=4096:4096"]},
         "engine": {"runtime": "runc"},
+        "network": {"default_subnet_pools": POOL},
     }
 
 
@@ -38,7 +42,7 @@ def test_other_settings_and_comments_survive_and_old_values_are_replaced():
     assert "# site policy" in after
     conf = tomllib.loads(after)
     assert conf["containers"] == {"log_driver": "k8s-file", "default_ulimits": ["nofile=1024:1024", "nproc=4096:4096"]}
-    assert conf["network"] == {"network_backend": "cni"}
+    assert conf["network"] == {"network_backend": "cni", "default_subnet_pools": POOL}
     assert conf["engine"]["runtime"] == "runc"
     assert conf["engine"]["events_logger"] == "file"
     assert conf["engine"]["runtimes"] == {"runc": ["/usr/sbin/runc"]}

@@ -7,7 +7,6 @@ property tests feed it mutated and random files.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import json
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from .model import (
     ThresholdOverride,
     ValidationSettings,
 )
+from .suggest import closest, did_you_mean
 from .yamlsource import PathKey, Source, format_path, load_source
 
 SCHEMA_RESOURCE = "site.schema.json"
@@ -64,13 +64,6 @@ def _validator() -> jsonschema.protocols.Validator:
 def _profile_validator() -> jsonschema.protocols.Validator:
     root = schema()
     return jsonschema.Draft202012Validator({"$defs": root["$defs"], "$ref": "#/$defs/profile"})
-
-
-def did_you_mean(word: object, candidates: Iterable[str]) -> str | None:
-    if not isinstance(word, str):
-        return None
-    match = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f"did you mean {match[0]!r}?" if match else None
 
 
 @dataclass
@@ -188,8 +181,7 @@ def _schema_diagnostics(data: dict, report: _Reporter) -> None:
             for missing in err.validator_value:
                 # A misspelt key is already reported with its did-you-mean; saying that the
                 # key it was meant to be is missing as well only repeats it.
-                if missing not in inst and not any(
-                        difflib.get_close_matches(str(x), [missing], n=1, cutoff=0.6) for x in extras):
+                if missing not in inst and not any(closest(str(x), [missing]) for x in extras):
                     report.error(path, f"missing required key {missing!r}", _required_hint(missing),
                                  code="missing-key")
         elif v == "type":

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
+from ..suggest import closest
 from .errors import DeployError
 
 
@@ -24,8 +24,8 @@ def expand_limit(hostlist: str, known_hosts: Sequence[str]) -> list[str]:
     if unknown:
         hints = []
         for host in unknown:
-            close = difflib.get_close_matches(host, list(known_hosts), n=1)
-            hints.append(f"{host} (did you mean {close[0]}?)" if close else host)
+            close = closest(host, known_hosts)
+            hints.append(f"{host} (did you mean {close}?)" if close else host)
         raise DeployError(f"--limit {hostlist!r}: not in the site: {', '.join(hints)}; "
                           f"the site's hosts are {NodeSet.fromlist(list(known_hosts))}")
     chosen = set(wanted)

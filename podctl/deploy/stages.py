@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..suggest import did_you_mean
 from .errors import DeployError
 
 STAGES: tuple[str, ...] = ("os", "fabric", "storage", "slurm", "monitoring")
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word, list(candidates), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(word, candidates)
+    return f" ({hint})" if hint else ""
 
 
 def parse_stage_list(text: str | None, option: str) -> list[str]:

@@ -153,7 +153,3 @@ def write_inventory(site: Site, out_dir: str | Path, facts: Facts | None = None)
         raise
     return sorted(files)
 
-
-def render_inventory(site: Site, out_dir: Path) -> None:
-    """The name the sim and deploy code use."""
-    write_inventory(site, out_dir)

@@ -15,7 +15,7 @@ import ansible_runner
 import pytest
 from click.testing import CliRunner
 
-from podctl.inventory import render_inventory
+from podctl.inventory import write_inventory
 from podctl.sim import pod, state
 from podctl.sim.cli import sim
 from podctl.sim.errors import SimError
@@ -39,7 +39,7 @@ def run_cli(command: str, *args: str):
 
 def test_every_node_answers_ansible_ping_with_the_rendered_inventory(sim_pod: SimPod, tmp_path: Path):
     inventory = tmp_path / "inventory"
-    render_inventory(sim_pod.site, inventory)
+    write_inventory(sim_pod.site, inventory)
     (tmp_path / "runner").mkdir()
     run = ansible_runner.run(
         private_data_dir=str(tmp_path / "runner"),

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Iterable
 from functools import cached_property, lru_cache
 
-from ClusterShell.NodeSet import NodeSet
-
 from .model import Fabric, Node, Role, Site
-from .topology import FabricPlan, plan_fabric, slurm_topology_conf
+from .topology import FabricPlan, fold_hostlist, plan_fabric, slurm_topology_conf
 
 # The check stage plans each fabric to find infeasible ones; plan, inventory and the
 # facts reuse that plan instead of computing it again.
@@ -25,10 +22,6 @@ cached_plan = lru_cache(maxsize=8)(plan_fabric)
 SLURM_MEMORY_FRACTION = 0.9
 
 STAGES = ("os", "fabric", "storage", "slurm", "monitoring")
-
-
-def fold(names: list[str] | tuple[str, ...]) -> str:
-    return str(NodeSet.fromlist(names)) if names else ""
 
 
 @dataclass(frozen=True)
@@ -100,7 +93,7 @@ class Facts:
             prof = site.profiles[group.profile]
             gpus = prof.gpus.count if prof.gpus else 0
             lines.append({
-                "names": fold(hosts),
+                "names": fold_hostlist(hosts),
                 "cpus": prof.cpu_cores,
                 "real_memory_mb": int(prof.memory_gib * 1024 * SLURM_MEMORY_FRACTION),
                 "gpus": gpus if site.slurm and site.slurm.gres else 0,
@@ -114,15 +107,7 @@ class Facts:
             return ""
         # Hosts on the fabric that Slurm does not schedule (a head node on spare ports)
         # would be unknown nodes to slurmctld: leave them out of topology.conf.
-        scheduled = {n.hostname for n in self.slurm_nodes}
-
-        def fold_scheduled(names: Iterable[str]) -> str:
-            names = list(names)
-            if any(self.site.has_node(n) for n in names):  # a node list, not switch names
-                names = [n for n in names if n in scheduled]
-            return fold(names)
-
-        return slurm_topology_conf(compute, fold_scheduled)
+        return slurm_topology_conf(compute, {n.hostname for n in self.slurm_nodes})
 
     # -- Monitoring -------------------------------------------------------------------
 
@@ -146,32 +131,32 @@ class Facts:
     def stage_targets(self) -> dict[str, list[dict[str, str]]]:
         """What each deploy stage will configure, and where."""
         site = self.site
-        all_hosts = fold([n.hostname for n in site.nodes])
+        all_hosts = fold_hostlist([n.hostname for n in site.nodes])
         out: dict[str, list[dict[str, str]]] = {stage: [] for stage in STAGES}
         out["os"].append({"what": "hostname, /etc/hosts, chrony, baseline packages, sysctl/limits, SSH hardening",
                           "where": all_hosts})
         for name, fabric in site.fabrics.items():
             out["fabric"].append({"what": f"{name} fabric: rdma-core, IB diagnostics"
                                   + (", IPoIB on " + str(fabric.rails) + " rails" if name == "compute" and site.ipoib else ""),
-                                  "where": fold(list(fabric.nodes))})
+                                  "where": fold_hostlist(list(fabric.nodes))})
             if fabric.subnet_managers:
                 out["fabric"].append({"what": f"{name} fabric: OpenSM, routing engine {fabric.routing_engine}",
-                                      "where": fold(list(fabric.subnet_managers))})
+                                      "where": fold_hostlist(list(fabric.subnet_managers))})
         for mount in site.storage:
             out["storage"].append({"what": f"{mount.type} mount {mount.server}:{mount.export} on {mount.mountpoint}",
-                                   "where": fold(list(mount.clients))})
+                                   "where": fold_hostlist(list(mount.clients))})
         if site.slurm:
             s = site.slurm
             out["slurm"].append({"what": "munge, slurmctld" + (" + slurmdbd, MariaDB" if s.accounting else ""),
-                                 "where": fold(list(s.controllers))})
-            out["slurm"].append({"what": "munge, slurmd", "where": fold([n.hostname for n in self.slurm_nodes])})
+                                 "where": fold_hostlist(list(s.controllers))})
+            out["slurm"].append({"what": "munge, slurmd", "where": fold_hostlist([n.hostname for n in self.slurm_nodes])})
         if site.monitoring:
             m = site.monitoring
             out["monitoring"].append({"what": "Prometheus" + (", Alertmanager with alert rules" if m.alert_rules else ""),
                                       "where": m.prometheus_host})
             for exporter, targets in self.scrape_targets.items():
                 out["monitoring"].append({"what": f"{exporter} exporter",
-                                          "where": fold([t.split(":")[0] for t in targets])})
+                                          "where": fold_hostlist([t.split(":")[0] for t in targets])})
         return out
 
 
@@ -187,6 +172,6 @@ def fabric_summary(fabric: Fabric, plan: FabricPlan) -> dict[str, object]:
         "switches": counts["switches"],
         "cables": counts["cables"],
         "oversubscription": round(fabric.oversubscription, 3),
-        "subnet_managers": fold(list(fabric.subnet_managers)),
+        "subnet_managers": fold_hostlist(list(fabric.subnet_managers)),
         "routing_engine": fabric.routing_engine,
     }

@@ -7,7 +7,8 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from .facts import Facts, fabric_summary, fold
+from .facts import Facts, fabric_summary
+from .topology import fold_hostlist
 from .model import Site
 
 
@@ -30,7 +31,7 @@ def plan_summary(site: Site, facts: Facts | None = None) -> dict[str, object]:
         "fabrics": {name: fabric_summary(f, facts.plans[name]) for name, f in site.fabrics.items()},
         "storage": [{"name": s.name, "type": s.type, "source": f"{s.server}:{s.export}", "mountpoint": s.mountpoint,
                      "clients": len(s.clients)} for s in site.storage],
-        "slurm": ({"cluster": site.slurm.cluster_name, "controllers": fold(site.slurm.controllers),
+        "slurm": ({"cluster": site.slurm.cluster_name, "controllers": fold_hostlist(site.slurm.controllers),
                    "accounting": site.slurm.accounting,
                    "partitions": {p.name: len(p.nodes) for p in site.slurm.partitions},
                    "topology_switches": facts.slurm_topology_conf.count("SwitchName=")}

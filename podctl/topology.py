@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from ClusterShell.NodeSet import NodeSet
@@ -562,16 +562,15 @@ def fold_hostlist(names: Iterable[str]) -> str:
     return str(NodeSet.fromlist(list(names)))
 
 
-def slurm_topology_conf(
-    plan: FabricPlan, hostlist_fold: Callable[[Iterable[str]], str] = fold_hostlist
-) -> str:
+def slurm_topology_conf(plan: FabricPlan, scheduled: Collection[str] | None = None) -> str:
     """topology.conf for Slurm's topology/tree plugin.
 
     topology/tree wants every node under exactly one leaf, which a
     rail-optimized fabric does not have: a node hangs off one leaf per rail.
     Each SU stands in as one Slurm switch instead, since its nodes are one
     hop apart on every rail; the tiers above become one switch per block
-    and one on top.
+    and one on top. `scheduled`, when given, names the hosts Slurm schedules;
+    others cabled to the fabric (a head node on spare ports) are left out.
     """
     su_w = _width(len(plan.scalable_units))
     su_names = [f"su{su:0{su_w}d}" for su in range(1, len(plan.scalable_units) + 1)]
@@ -581,16 +580,17 @@ def slurm_topology_conf(
         "# Each scalable unit is one switch here: its nodes are one leaf hop "
         "apart on every rail.",
     ]
-    # A caller's fold may drop hosts Slurm does not schedule; an SU left
-    # with none would be a switch without nodes, which slurmctld rejects.
+    # An SU left with no scheduled host would be a switch without nodes,
+    # which slurmctld rejects: it is left out.
     listed: set[str] = set()
     for name, hosts in zip(su_names, plan.scalable_units):
-        folded = hostlist_fold(hosts)
+        kept = [h for h in hosts if scheduled is None or h in scheduled]
+        folded = fold_hostlist(kept) if kept else ""
         if folded:
             lines.append(f"SwitchName={name} Nodes={folded}")
             listed.add(name)
     if listed and plan.tiers == 2:
-        lines.append(f"SwitchName=spine Switches={hostlist_fold(sorted(listed))}")
+        lines.append(f"SwitchName=spine Switches={fold_hostlist(sorted(listed))}")
     elif listed:
         block_of = {leaf.su: leaf.block for leaf in plan.switches_in("leaf")}
         members: dict[int, list[str]] = {}
@@ -604,8 +604,8 @@ def slurm_topology_conf(
         for block, sus in sorted(members.items()):
             name = f"block{block:0{block_w}d}"
             block_names.append(name)
-            lines.append(f"SwitchName={name} Switches={hostlist_fold(sus)}")
-        lines.append(f"SwitchName=core Switches={hostlist_fold(block_names)}")
+            lines.append(f"SwitchName={name} Switches={fold_hostlist(sus)}")
+        lines.append(f"SwitchName=core Switches={fold_hostlist(block_names)}")
     return "\n".join(lines) + "\n"
 
 

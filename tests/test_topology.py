@@ -616,12 +616,9 @@ def test_slurm_topology_for_three_tiers_lists_every_node_once() -> None:
     assert parents == Counter([f"su{i:02d}" for i in range(1, 43)] + ["block01", "block02"])
 
 
-def test_slurm_topology_leaves_out_sus_the_fold_drops() -> None:
-    def scheduled_only(names: Iterable[str]) -> str:
-        kept = [n for n in names if n != "dgx0033"]
-        return str(NodeSet.fromlist(kept)) if kept else ""
-
-    text = slurm_topology_conf(plan_fabric(ndr(33)), scheduled_only)
+def test_slurm_topology_leaves_out_unscheduled_hosts_and_empty_sus() -> None:
+    scheduled = {f"dgx{i:04d}" for i in range(1, 33)}  # dgx0033, alone in SU 2, is not scheduled
+    text = slurm_topology_conf(plan_fabric(ndr(33)), scheduled)
     assert text.splitlines()[2:] == [
         "SwitchName=su01 Nodes=dgx[0001-0032]",
         "SwitchName=spine Switches=su01",

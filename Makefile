@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 SITE   ?= inventory/sim/site.yaml
+WHEELS := .cache/validation-wheels
 
-.PHONY: setup sim-setup demo test test-fast bench clean
+.PHONY: setup sim-wheels sim-setup demo test test-fast bench clean
 
 # Python side: a virtualenv with podctl, Ansible and the test tools.
 $(BIN)/podctl: pyproject.toml
@@ -17,17 +18,33 @@ $(BIN)/podctl: pyproject.toml
 
 setup: $(BIN)/podctl
 
+# The wheel folder the sim's validation-tools stage installs from (the sim site's
+# validation.tools.wheels): torch's CPU build, numpy and their dependencies, which
+# this machine's pip finds offline (find-links /opt/wheels). Downloaded into a temporary
+# folder and moved into place, so an interrupted run never looks complete.
+sim-wheels: setup
+	@if ls $(WHEELS)/torch-2.13.0*.whl $(WHEELS)/numpy-*.whl >/dev/null 2>&1; then \
+		echo "sim-wheels: $(WHEELS) already holds torch and numpy"; \
+	else \
+		rm -rf $(WHEELS).tmp && \
+		$(BIN)/pip download -q torch==2.13.0 numpy --dest $(WHEELS).tmp && \
+		rm -rf $(WHEELS) && mv $(WHEELS).tmp $(WHEELS); \
+	fi
+
 # The simulated pod's host side: podman + runc + debootstrap, engine settings, the node image.
-sim-setup: setup
+sim-setup: setup sim-wheels
 	PODCTL_PYTHON=$(BIN)/python bash .ci/sim-setup.sh
 
 # The main job on the built-in sim site: check and plan it, bring its nodes up as
-# containers, and deploy every stage onto them (ends with the per-host recap).
+# containers, deploy every stage onto them, then validate the pod. It ends with
+# the certification verdict and the path of the HTML report; make's exit status
+# is validate's (0 certified, 1 not).
 demo: sim-setup
 	$(BIN)/podctl check $(SITE)
 	$(BIN)/podctl plan $(SITE)
 	$(BIN)/podctl sim up $(SITE)
 	$(BIN)/podctl deploy $(SITE)
+	$(BIN)/podctl validate $(SITE)
 
 # Every test, the simulated pod's included.
 test: sim-setup

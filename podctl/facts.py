@@ -11,7 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from .model import Fabric, Node, Role, Site
+from .model import Fabric, HCAs, Node, Profile, Role, Site, hca_name
 from .topology import FabricPlan, fold_hostlist, plan_fabric, slurm_topology_conf
 
 # The check stage plans each fabric to find infeasible ones; plan, inventory and the
@@ -21,7 +21,18 @@ cached_plan = lru_cache(maxsize=8)(plan_fabric)
 # Slurm drains a node whose RealMemory exceeds what it finds; leave room for the OS.
 SLURM_MEMORY_FRACTION = 0.9
 
-STAGES = ("os", "fabric", "storage", "slurm", "monitoring")
+STAGES = ("os", "fabric", "storage", "slurm", "monitoring", "validation-tools")
+
+
+def hcas_for(profile: Profile, fabric: str) -> HCAs:
+    """The HCAs of `profile` that a fabric named `fabric` cables: compute_hcas for "compute", else storage_hcas."""
+    return profile.compute_hcas if fabric == "compute" else profile.storage_hcas
+
+
+def hca_names(site: Site, fabric: str) -> dict[str, tuple[str, ...]]:
+    """host -> its HCA names, rail 1 first, for every node attached to `fabric`."""
+    return {host: hcas_for(site.profile_of(site.node(host)), fabric).names
+            for host in site.fabrics[fabric].nodes}
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,11 @@ class Facts:
             fabric = self.site.fabrics[name]
             if host not in self._attached(name):
                 continue
+            names = {host: hcas_for(self.site.profile_of(self.site.node(host)), name).names}
             for rail in range(1, fabric.rails + 1):
                 port = plan.leaf_port(host, rail)
-                rows.append({"fabric": name, "rail": rail, "switch": port.device, "port": port.port})
+                rows.append({"fabric": name, "rail": rail, "hca": hca_name(host, rail, names),
+                             "switch": port.device, "port": port.port})
         return rows
 
     def _attached(self, fabric: str) -> frozenset[str]:
@@ -157,6 +170,14 @@ class Facts:
             for exporter, targets in self.scrape_targets.items():
                 out["monitoring"].append({"what": f"{exporter} exporter",
                                           "where": fold_hostlist([t.split(":")[0] for t in targets])})
+        compute = [n.hostname for n in site.nodes if Role.COMPUTE in n.roles]
+        if compute:
+            tools = site.validation.tools
+            source = f"wheels from {tools.wheels}" if tools.wheels else (tools.index_url or "the default index")
+            out["validation-tools"].append({
+                "what": f"validation checks + {', '.join(tools.packages) or 'no packages'} in {tools.path}/venv "
+                        f"({'shared, installed once' if tools.shared else 'on each node'}; {source})",
+                "where": fold_hostlist(compute)})
         return out
 
 

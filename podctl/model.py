@@ -8,8 +8,10 @@ derived facts (cables, rail addresses, Slurm topology) live in
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 
 API_VERSION = "podctl/v1alpha1"
 KNOWN_API_VERSIONS = (API_VERSION,)
@@ -66,10 +68,36 @@ class GPUs:
 class HCAs:
     count: int
     rate: str  # key of IB_RATES_GBPS
+    # RDMA device names, rail r (1-based) at index r-1: what the node description
+    # and NCCL_IB_HCA call them. The loader always fills them in.
+    names: tuple[str, ...] = ()
 
     @property
     def gbps(self) -> int:
         return IB_RATES_GBPS[self.rate] if self.count else 0
+
+
+# host -> its HCA names in one fabric, rail r at index r-1 (see podctl.facts.hca_names)
+HcaNames = Mapping[str, Sequence[str]]
+
+
+def default_hca_names(count: int, taken: Collection[str] = ()) -> tuple[str, ...]:
+    """mlx5_0, mlx5_1, ... skipping `taken`: the kernel numbers RDMA devices in PCI order."""
+    names: list[str] = []
+    n = 0
+    while len(names) < count:
+        if f"mlx5_{n}" not in taken:
+            names.append(f"mlx5_{n}")
+        n += 1
+    return tuple(names)
+
+
+def hca_name(host: str, rail: int, names: HcaNames | None = None) -> str:
+    """The name of `host`'s HCA on `rail` (1-based); mlx5_<rail-1> when `names` does not say."""
+    given = names.get(host) if names else None
+    if given and 0 < rail <= len(given):
+        return given[rail - 1]
+    return f"mlx5_{rail - 1}"
 
 
 @dataclass(frozen=True)
@@ -208,12 +236,40 @@ class Exclusion:
     reason: str
 
 
+# Default folder of the validation tools on a node's local disk, when no
+# storage mount reaches every compute node.
+VALIDATION_TOOLS_LOCAL_PATH = "/opt/podctl-validation"
+# The folder name under a shared mount.
+VALIDATION_TOOLS_DIRNAME = "podctl-validation"
+
+
+@dataclass(frozen=True)
+class ValidationTools:
+    """Where and from what the validation-tools stage installs the node-side code.
+
+    Layout on the nodes: `{path}/venv` (the virtualenv), `{path}/src/validation/`
+    (the repository's validation package, on sys.path through a .pth file in the
+    venv), `{path}/wheels/` (the copied wheel folder, when `wheels` is set).
+    """
+
+    path: str
+    shared: bool  # `path` lies on storage every compute node mounts: installed once
+    wheels: Path | None  # a folder on the controller
+    index_url: str | None
+    packages: tuple[str, ...]
+
+    @property
+    def python(self) -> str:
+        return f"{self.path}/venv/bin/python"
+
+
 @dataclass(frozen=True)
 class ValidationSettings:
     # profile name -> figure -> override
     thresholds: dict[str, dict[str, ThresholdOverride]]
     exclude: tuple[Exclusion, ...]
     nccl_tests_path: str | None
+    tools: ValidationTools
 
 
 @dataclass(frozen=True)
@@ -247,3 +303,11 @@ class Site:
 
     def profile_of(self, node: Node) -> Profile:
         return self.profiles[node.profile]
+
+
+def validation_python(site: Site) -> str:
+    """The interpreter of the validation tools on the compute nodes: `{path}/venv/bin/python`.
+
+    Run a check with it from any folder: `<it> -m validation.health ...`.
+    """
+    return site.validation.tools.python

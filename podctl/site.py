@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os.path
+import posixpath
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -23,6 +25,7 @@ from .errors import Diagnostic, Location, PodctlError, Severity, SiteError
 from .model import (
     KNOWN_API_VERSIONS,
     GPUs,
+    default_hca_names,
     HCAs,
     IPoIB,
     Exclusion,
@@ -41,6 +44,9 @@ from .model import (
     StorageMount,
     ThresholdOverride,
     ValidationSettings,
+    ValidationTools,
+    VALIDATION_TOOLS_DIRNAME,
+    VALIDATION_TOOLS_LOCAL_PATH,
 )
 from .suggest import closest, did_you_mean
 from .yamlsource import PathKey, Source, format_path, load_source
@@ -225,6 +231,7 @@ def _pattern_help(path: PathKey) -> str:
         "retention": "a duration such as 15d",
         "scrape_interval": "a duration such as 15s",
         "max_time": "UNLIMITED, minutes, or [days-]hours:minutes:seconds",
+        "names": "an RDMA device name such as mlx5_0",
     }.get(last, "see `podctl schema`")
 
 
@@ -252,6 +259,8 @@ def builtin_profiles() -> dict[str, Profile]:
             problems = list(_profile_validator().iter_errors(data))
             if problems:  # a packaging bug, not a user error: fail loudly in tests
                 raise RuntimeError(f"built-in profile {name} is invalid: {problems[0].message}")
+            for path, message, _ in hca_name_problems(data):
+                raise RuntimeError(f"built-in profile {name} is invalid: {format_path(path)}: {message}")
             out[name] = _profile(name, data, builtin=True)
     return out
 
@@ -270,8 +279,8 @@ def _profile(name: str, data: dict, *, builtin: bool) -> Profile:
         name=name,
         description=data.get("description", ""),
         gpus=gpus,
-        compute_hcas=_hcas(data["compute_hcas"]),
-        storage_hcas=_hcas(data.get("storage_hcas", {"count": 0})),
+        compute_hcas=(compute := _hcas(data["compute_hcas"])),
+        storage_hcas=_hcas(data.get("storage_hcas", {"count": 0}), taken=compute.names),
         cpu_cores=data["cpu_cores"],
         memory_gib=data["memory_gib"],
         emulated=bool(data.get("emulated", False)),
@@ -281,12 +290,44 @@ def _profile(name: str, data: dict, *, builtin: bool) -> Profile:
     )
 
 
-def _hcas(data: dict) -> HCAs:
-    return HCAs(count=data["count"], rate=data.get("rate", "NDR") if data["count"] else data.get("rate", ""))
+def _hcas(data: dict, taken: tuple[str, ...] = ()) -> HCAs:
+    # Storage HCAs default to the names compute leaves free: a node has one device per name.
+    names = tuple(data["names"]) if "names" in data else default_hca_names(data["count"], taken)
+    return HCAs(count=data["count"], rate=data.get("rate", "NDR") if data["count"] else data.get("rate", ""),
+                names=names)
+
+
+def hca_name_problems(profile: dict) -> list[tuple[PathKey, str, str]]:
+    """(path inside the profile, message, hint) for HCA names that are not one distinct name per HCA."""
+    problems: list[tuple[PathKey, str, str]] = []
+    seen: dict[str, str] = {}  # name -> what already has it
+    for attr in ("compute_hcas", "storage_hcas"):
+        hcas = profile.get(attr)
+        if not isinstance(hcas, dict):
+            continue
+        if "names" not in hcas:
+            # Unnamed HCAs take default names, which named ones elsewhere must not repeat.
+            for k, name in enumerate(default_hca_names(hcas.get("count", 0), seen)):
+                seen[name] = f"{attr}.names[{k}] (by default)"
+            continue
+        names, count = hcas["names"], hcas["count"]
+        if len(names) != count:
+            problems.append(((attr, "names"), f"{len(names)} name(s) for {count} HCA(s)",
+                             "list one RDMA device name per HCA, rail 1 first, or leave `names` out for mlx5_0, mlx5_1, ..."))
+        for k, name in enumerate(names):
+            if name in seen:
+                problems.append(((attr, "names", k), f"HCA name {name!r} is already used by {seen[name]}",
+                                 "each HCA of a node has its own RDMA device name (ls /sys/class/infiniband)"))
+            seen.setdefault(name, format_path((attr, "names", k)))
+    return problems
 
 
 # --------------------------------------------------------------------------------------
 # Model building and semantic checks
+
+
+def _under(path: str, mountpoint: str) -> bool:
+    return path == mountpoint or path.startswith(mountpoint.rstrip("/") + "/")
 
 
 class _Builder:
@@ -337,7 +378,7 @@ class _Builder:
         storage = self.storage()
         slurm = self.slurm(meta["name"])
         monitoring = self.monitoring()
-        validation = self.validation(profiles)
+        validation = self.validation(profiles, storage, file)
         self.ntp(management)
         site = Site(
             name=meta["name"], description=meta.get("description", ""), source=file,
@@ -357,6 +398,8 @@ class _Builder:
                                   "give your profile another name, or override figures under validation.thresholds",
                                   code="duplicate", key=True)
                 continue
+            for path, message, hint in hca_name_problems(body):
+                self.report.error(("profiles", name) + path, message, hint, code="hca-names")
             profiles[name] = _profile(name, body, builtin=False)
         return profiles
 
@@ -692,7 +735,8 @@ class _Builder:
                           exporters=tuple(m.get("exporters", ["node", "slurm", "dcgm"])),
                           alert_rules=m.get("alert_rules", True))
 
-    def validation(self, profiles: dict[str, Profile]) -> ValidationSettings:
+    def validation(self, profiles: dict[str, Profile], storage: tuple[StorageMount, ...],
+                   file: str) -> ValidationSettings:
         v = self.data.get("validation", {})
         thresholds: dict[str, dict[str, ThresholdOverride]] = {}
         for pname, figures in v.get("thresholds", {}).items():
@@ -716,7 +760,50 @@ class _Builder:
             hosts = self.site_hosts(("validation", "exclude", i, "hosts"), e["hosts"], "")
             exclusions.append(Exclusion(hosts=hosts, hostlist=e["hosts"], reason=e["reason"]))
         return ValidationSettings(thresholds=thresholds, exclude=tuple(exclusions),
-                                  nccl_tests_path=v.get("nccl_tests_path"))
+                                  nccl_tests_path=v.get("nccl_tests_path"),
+                                  tools=self.validation_tools(v.get("tools", {}), profiles, storage, file))
+
+    def validation_tools(self, t: dict, profiles: dict[str, Profile], storage: tuple[StorageMount, ...],
+                         file: str) -> ValidationTools:
+        path: PathKey = ("validation", "tools")
+        compute = [n for n in self.nodes if Role.COMPUTE in n.roles]
+        # A mount every compute node sees holds one install for all of them.
+        shared_mounts = [m for m in storage if compute and {n.hostname for n in compute} <= set(m.clients)]
+        if "path" in t:
+            where = posixpath.normpath(t["path"])
+            if where in ("/", "/usr", "/etc", "/var", "/proc", "/sys", "/dev", "/boot", "/bin", "/lib", "/home"):
+                self.report.error(path + ("path",), f"installing the validation tools into {where} would mix them "
+                                  "with the system's files", f"use a folder of their own, e.g. {VALIDATION_TOOLS_LOCAL_PATH}",
+                                  code="path")
+            shared = any(_under(where, m.mountpoint) for m in shared_mounts)
+            partly = [m for m in storage if _under(where, m.mountpoint) and not shared
+                      and any(n.hostname in m.clients for n in compute)]
+            if partly:
+                m = partly[0]
+                missing = [n.hostname for n in compute if n.hostname not in m.clients]
+                self.report.error(path + ("path",), f"{where} lies on storage {m.name!r}, which compute node(s) "
+                                  f"{NodeSet.fromlist(missing)} do not mount: the nodes that do would install over "
+                                  "each other", f"use a path on storage every compute node mounts, or a local one "
+                                  f"such as {VALIDATION_TOOLS_LOCAL_PATH}", code="path")
+        elif shared_mounts:
+            where, shared = posixpath.join(shared_mounts[0].mountpoint, VALIDATION_TOOLS_DIRNAME), True
+        else:
+            where, shared = VALIDATION_TOOLS_LOCAL_PATH, False
+        # Relative to the site file's folder, as a person reading the file would expect.
+        wheels = Path(os.path.abspath(Path(file).parent / t["wheels"])) if "wheels" in t else None
+        if wheels is not None and "index_url" in t:
+            self.report.warning(path + ("index_url",), "index_url is not used: pip installs from the wheel "
+                                "folder with --no-index", "remove index_url, or wheels to install from the index",
+                                code="ignored")
+        # numpy: torch needs it for Tensor.numpy(), which burnin's bit-for-bit comparison uses.
+        if "packages" in t:
+            packages = tuple(t["packages"])
+        elif any(profiles[n.profile].gpus for n in compute if n.profile in profiles):
+            packages = ("torch", "numpy", "nvidia-ml-py")
+        else:
+            packages = ("torch", "numpy")
+        return ValidationTools(path=where, shared=shared, wheels=wheels, index_url=t.get("index_url"),
+                               packages=packages)
 
     def ntp(self, mgmt: ManagementNetwork) -> None:
         for k, server in enumerate(mgmt.ntp):

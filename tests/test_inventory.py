@@ -56,8 +56,8 @@ def test_sim_inventory_facts() -> None:
         {"rail": 1, "interface": "ib0", "address": "172.30.0.1/24"},
         {"rail": 2, "interface": "ib1", "address": "172.30.1.1/24"}]
     assert node01["podctl_hca_map"] == [
-        {"fabric": "compute", "rail": 1, "switch": "ib-leaf-su01-r1", "port": 1},
-        {"fabric": "compute", "rail": 2, "switch": "ib-leaf-su01-r2", "port": 1}]
+        {"fabric": "compute", "rail": 1, "hca": "mlx5_0", "switch": "ib-leaf-su01-r1", "port": 1},
+        {"fabric": "compute", "rail": 2, "hca": "mlx5_1", "switch": "ib-leaf-su01-r2", "port": 1}]
     site_vars = yaml.safe_load(files["group_vars/all/podctl.yml"])
     slurm = site_vars["podctl_slurm"]
     assert slurm["nodes"] == [{"names": "node[01-03]", "cpus": 2, "real_memory_mb": 1843, "gpus": 0}]
@@ -118,3 +118,10 @@ def test_ansible_inventory_accepts_it(tmp_path: Path) -> None:
     assert host["ansible_host"] == "10.89.0.12"
     assert host["podctl_site_name"] == "sim"  # group_vars/all reached the host
     assert "Warning" not in graph.stderr and "WARNING" not in graph.stderr, graph.stderr
+
+
+def test_validation_tools_vars() -> None:
+    site_vars = yaml.safe_load(render(load_site(SIM_SITE))["group_vars/all/podctl.yml"])
+    assert site_vars["podctl_validation_tools"] == {
+        "path": "/home/shared/podctl-validation", "shared": True, "index_url": None, "packages": ["torch", "numpy"],
+        "wheels": str(REPO / ".cache" / "validation-wheels"), "source": str(REPO / "validation")}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from podctl.errors import Severity, SiteError
+from podctl.model import Site, validation_python
 from podctl.site import check_site_file, check_site_text, load_site
 
 from .conftest import DATA, REPO, SIM_SITE
@@ -118,3 +119,54 @@ def test_every_example_and_test_file_references_the_schema() -> None:
     assert files
     for path in files:
         assert path.read_text().startswith("# yaml-language-server: $schema="), path
+
+
+def _tools_site(tmp_path: Path, tools: str, replace: tuple[str, str] = ("", "")) -> Site:
+    text = re.sub(r"(?m)^  tools:\n(?:    .*\n)+", "", SIM_SITE.read_text() + "\n")
+    assert "tools:" not in text
+    text = text.replace(*replace) + tools
+    (tmp_path / "sub").mkdir(exist_ok=True)
+    path = tmp_path / "sub" / "site.yaml"
+    path.write_text(text)
+    return load_site(path)
+
+
+def test_validation_tools_defaults(tmp_path: Path) -> None:
+    sim = load_site(SIM_SITE).validation.tools
+    # /home/shared is the first mount every compute node has: one install for all of them.
+    assert (sim.path, sim.shared, sim.packages) == ("/home/shared/podctl-validation", True, ("torch", "numpy"))
+    assert sim.wheels == REPO / ".cache" / "validation-wheels"
+    assert validation_python(load_site(SIM_SITE)) == "/home/shared/podctl-validation/venv/bin/python"
+    gpu = load_site(DATA / "valid-custom-profile.yaml").validation.tools
+    assert (gpu.path, gpu.shared, gpu.packages) == ("/lustre/scratch/podctl-validation", True, ("torch", "numpy", "nvidia-ml-py"))
+    assert gpu.wheels is None and gpu.index_url is None
+    # Storage only some compute nodes mount is not shared: each node installs on its own disk.
+    local = _tools_site(tmp_path, "", ("    options: [rw, hard, vers=4.2]\n",
+                                       "    options: [rw, hard, vers=4.2]\n    clients: head01,node[01-02]\n"))
+    assert (local.validation.tools.path, local.validation.tools.shared) == ("/opt/podctl-validation", False)
+
+
+def test_validation_tools_explicit(tmp_path: Path) -> None:
+    site = _tools_site(tmp_path, "  tools:\n    path: /scratch/tools/\n    wheels: ../wheels\n"
+                                 "    packages: [torch==2.13.0]\n")
+    tools = site.validation.tools
+    assert (tools.path, tools.shared, tools.packages) == ("/scratch/tools", True, ("torch==2.13.0",))
+    assert tools.wheels == tmp_path / "wheels"  # relative to the site file's folder
+    assert tools.python == "/scratch/tools/venv/bin/python"
+    local = _tools_site(tmp_path, "  tools:\n    path: /opt/x\n    index_url: https://pypi.example/simple\n").validation.tools
+    assert (local.shared, local.index_url, local.wheels) == (False, "https://pypi.example/simple", None)
+
+
+def test_validation_tools_index_url_beside_wheels_is_a_warning(tmp_path: Path) -> None:
+    text = SIM_SITE.read_text().replace("    wheels: ../../.cache/validation-wheels\n",
+                                        "    wheels: ../../.cache/validation-wheels\n    index_url: https://x/simple\n")
+    result = check_site_text(text, "t.yaml")
+    assert not result.errors
+    assert [(d.path, d.code) for d in result.warnings] == [("validation.tools.index_url", "ignored")]
+
+
+def test_hca_names_given_and_by_default() -> None:
+    profile = load_site(DATA / "valid-custom-profile.yaml").profiles["pcie-l40s"]
+    assert profile.compute_hcas.names == ("mlx5_0", "mlx5_2")
+    assert profile.storage_hcas.names == ("mlx5_1",)  # the first name compute leaves free
+    assert load_site(SIM_SITE).profiles["sim"].compute_hcas.names == ("mlx5_0", "mlx5_1")

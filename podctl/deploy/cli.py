@@ -24,7 +24,7 @@ from .limit import expand_limit
 from .recap import Recap
 from .run import DeployRequest, DeployResult, execute, fact_cache_dir
 from .settings import ansible_settings
-from .stages import STAGES, select_stages
+from .stages import STAGES, check_validation_tools, select_stages
 
 EXIT_HOST_FAILURES = 1
 
@@ -173,11 +173,13 @@ def print_result(result: DeployResult, console: Console) -> None:
 def deploy(site_file: Path, only: str | None, skip: str | None, limit: str | None, check: bool, diff: bool,
            runs_dir: Path, max_fail_percent: float, ansible_defaults: bool, private_key: Path | None,
            playbooks_dir: Path | None) -> None:
-    """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring."""
+    """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring, validation-tools."""
     from podctl.site import load_site
 
     stages = select_stages(only, skip)
     site = load_site(site_file)
+    if "validation-tools" in stages:
+        check_validation_tools(site)
     all_hosts = [n.hostname for n in site.nodes]
     hosts = expand_limit(limit, all_hosts) if limit else all_hosts
     emulated = all(site.profile_of(n).emulated for n in site.nodes)

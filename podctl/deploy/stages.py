@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..inventory import VALIDATION_PACKAGE
+from ..model import Site
 from ..suggest import did_you_mean
 from .errors import DeployError
 
-STAGES: tuple[str, ...] = ("os", "fabric", "storage", "slurm", "monitoring")
+STAGES: tuple[str, ...] = ("os", "fabric", "storage", "slurm", "monitoring", "validation-tools")
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -63,14 +65,34 @@ def wrapper_playbook(playbooks: list[Path]) -> str:
 
 
 def stage_of_task_path(task_path: str | None) -> str | None:
-    """Which stage a task belongs to, from its file: roles/<stage>/... or <stage>.yml."""
+    """Which stage a task belongs to, from its file: roles/<stage>/... or <stage>.yml.
+
+    Role names cannot hold dashes: roles/validation_tools/ is the stage validation-tools.
+    """
     if not task_path:
         return None
     path = task_path.rsplit(":", 1)[0]
     parts = Path(path).parts
     if "roles" in parts:
         index = len(parts) - 1 - parts[::-1].index("roles")
-        if index + 1 < len(parts) and parts[index + 1] in STAGES:
-            return parts[index + 1]
+        if index + 1 < len(parts) and parts[index + 1].replace("_", "-") in STAGES:
+            return parts[index + 1].replace("_", "-")
     stem = Path(path).stem
     return stem if stem in STAGES else None
+
+
+def check_validation_tools(site: Site) -> None:
+    """The controller folders the validation-tools stage copies to the nodes exist."""
+    if not (VALIDATION_PACKAGE / "__init__.py").is_file():
+        raise DeployError(f"{VALIDATION_PACKAGE}: podctl's validation/ package is not there (run podctl from a "
+                          "checkout, installed with pip install -e); or deploy with --skip validation-tools")
+    tools = site.validation.tools
+    if tools.wheels is None:
+        return
+    make = (f"make it with `pip download {' '.join(tools.packages)} --dest {tools.wheels}` on a machine of the "
+            "nodes' Python version and architecture (for the sim: `make sim-wheels`)")
+    if not tools.wheels.is_dir():
+        raise DeployError(f"validation.tools.wheels: {tools.wheels} is not a folder on this machine; {make}, "
+                          "or remove `wheels` to install from an index")
+    if not any(tools.wheels.glob("*.whl")):
+        raise DeployError(f"validation.tools.wheels: {tools.wheels} holds no wheels (*.whl); {make}")

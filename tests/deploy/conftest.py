@@ -9,34 +9,21 @@ unless PODCTL_KEEP_POD=1. Then `podctl deploy` runs real Ansible against them.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.simpod import podctl, sim_site_copy
+
 REPO = Path(__file__).resolve().parents[2]
-SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
 POD = "simdeploy"
 SUBNET_PREFIX = "10.89.11."
 
 
-def podctl(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "podctl.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, cwd=REPO)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"podctl {' '.join(args)} -> {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
-
-
 def deploy_site_text() -> str:
-    text = SIM_SITE.read_text()
-    text = re.sub(r"(?m)^  name: sim$", f"  name: {POD}", text)
-    text = text.replace("10.89.0.", SUBNET_PREFIX).replace("172.30.0.0/16", "172.31.0.0/16")
-    return re.sub(r"(?m)^# yaml-language-server.*\n", "", text)
+    return sim_site_copy(POD, SUBNET_PREFIX, "172.31.0.0/16")
 
 
 @dataclass

@@ -3,7 +3,9 @@
 Starts: the simdeploy sim pod (see conftest.py), then real Ansible through
 ansible-runner, which installs and starts inside the containers chrony,
 munge, slurmctld, slurmdbd + MariaDB, slurmd (Debian's Slurm), Prometheus,
-Alertmanager, node_exporter and the Slurm exporter. The tests run in order
+Alertmanager, node_exporter and the Slurm exporter, and pip-installs torch
+from the wheel folder `make sim-wheels` makes into a virtualenv on the shared
+/home/shared (the validation-tools stage). The tests run in order
 and build on each other (one pod, deployed once): first deploy, the pod's
 behaviour (Slurm jobs, accounting, Prometheus targets, the munge key), a
 no-change re-run, a config change that must reconfigure rather than restart,
@@ -27,7 +29,7 @@ from .conftest import POD, REPO, DeployPod, podctl
 
 pytestmark = [pytest.mark.deploy, pytest.mark.sim]
 
-ALL_STAGES = ["os", "fabric", "storage", "slurm", "monitoring"]
+ALL_STAGES = ["os", "fabric", "storage", "slurm", "monitoring", "validation-tools"]
 OTHERS = ["head01", "node01", "node02"]
 COMPUTE = ["node01", "node02", "node03"]
 HEAD_ADDRESS = "10.89.11.10"
@@ -83,6 +85,15 @@ def test_rendered_files_on_the_nodes(deploy_pod: DeployPod) -> None:
     assert deploy_pod.ssh("node01", "id -u munge; id -u slurm; id -u prometheus").split() == ["900", "901", "902"]
     assert "10.89.11.13 node03.sim.podctl.internal node03" in deploy_pod.ssh("node01", "cat /etc/hosts")
     assert "memlock unlimited" in deploy_pod.ssh("node01", "cat /etc/security/limits.d/90-podctl-hpc.conf")
+
+
+def test_validation_tools_on_every_compute_node(deploy_pod: DeployPod) -> None:
+    # Installed once on the shared /home/shared (from the wheel folder), seen by every compute node.
+    python = "/home/shared/podctl-validation/venv/bin/python"
+    for host in COMPUTE:
+        out = deploy_pod.ssh(host, f"cd / && {python} -c 'import torch, validation; print(torch.__version__, validation.__file__)'")
+        assert out.split() == ["2.13.0+cpu", "/home/shared/podctl-validation/src/validation/__init__.py"], (host, out)
+    assert "usage" in deploy_pod.ssh("node02", f"cd /tmp && {python} -m validation.health --help")
 
 
 def _sinfo_states(pod: DeployPod) -> dict[str, str]:

@@ -32,7 +32,7 @@ def sim_image() -> str:
 
 
 def test_every_role_has_a_scenario() -> None:
-    assert ROLES == ["fabric", "monitoring", "os", "slurm", "storage"]
+    assert ROLES == ["fabric", "monitoring", "os", "slurm", "storage", "validation_tools"]
 
 
 @pytest.mark.parametrize("role", ROLES)

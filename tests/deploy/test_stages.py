@@ -5,8 +5,12 @@ from pathlib import Path
 import pytest
 
 from podctl.deploy.errors import DeployError
-from podctl.deploy.stages import (STAGES, select_stages, stage_of_task_path, stage_playbooks,
-                                  wrapper_playbook)
+from podctl.deploy.stages import (STAGES, check_validation_tools, select_stages, stage_of_task_path,
+                                  stage_playbooks, wrapper_playbook)
+from podctl.model import Site
+from podctl.site import load_site
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.deploy
 
@@ -16,8 +20,9 @@ pytestmark = pytest.mark.deploy
     ("os", None, ["os"]),
     ("storage,os", None, ["os", "storage"]),  # site.yml's order, not the order given
     (" fabric , os ", None, ["os", "fabric"]),
-    (None, "slurm,monitoring", ["os", "fabric", "storage"]),
-    (None, "os", ["fabric", "storage", "slurm", "monitoring"]),
+    (None, "slurm,monitoring,validation-tools", ["os", "fabric", "storage"]),
+    (None, "os", ["fabric", "storage", "slurm", "monitoring", "validation-tools"]),
+    ("validation-tools,os", None, ["os", "validation-tools"]),
 ])
 def test_select_stages(only: str | None, skip: str | None, expected: list[str]) -> None:
     assert select_stages(only, skip) == expected
@@ -55,6 +60,8 @@ def test_wrapper_imports_stages_in_order(tmp_path: Path) -> None:
     ("/work/main/playbooks/roles/os/tasks/configure.yml:12", "os"),
     ("/x/playbooks/roles/fabric/handlers/main.yml:3", "fabric"),
     ("/x/playbooks/storage.yml:2", "storage"),
+    ("/x/playbooks/roles/validation_tools/tasks/install.yml:9", "validation-tools"),
+    ("/x/playbooks/validation-tools.yml:2", "validation-tools"),
     ("/x/playbooks/roles/other/tasks/main.yml:2", None),
     ("/usr/lib/python3/site-packages/ansible/whatever.py:1", None),
     ("", None),
@@ -62,3 +69,22 @@ def test_wrapper_imports_stages_in_order(tmp_path: Path) -> None:
 ])
 def test_stage_of_task_path(task_path: str | None, stage: str | None) -> None:
     assert stage_of_task_path(task_path) == stage
+
+
+def _sim_site_with_wheels(tmp_path: Path, wheels: str) -> Site:
+    text = (REPO / "inventory" / "sim" / "site.yaml").read_text().replace("../../.cache/validation-wheels", wheels)
+    site_file = tmp_path / "site.yaml"
+    site_file.write_text(text)
+    return load_site(site_file)
+
+
+def test_validation_tools_wheel_folder_checked_before_the_run(tmp_path: Path) -> None:
+    with pytest.raises(DeployError) as info:
+        check_validation_tools(_sim_site_with_wheels(tmp_path, "no-such-folder"))
+    assert f"validation.tools.wheels: {tmp_path / 'no-such-folder'} is not a folder" in str(info.value)
+    assert "make sim-wheels" in str(info.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DeployError, match="holds no wheels"):
+        check_validation_tools(_sim_site_with_wheels(tmp_path, "empty"))
+    (tmp_path / "empty" / "torch-2.13.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
+    check_validation_tools(_sim_site_with_wheels(tmp_path, "empty"))

@@ -30,3 +30,17 @@ def test_schema_names_exactly_the_figures_podctl_measures() -> None:
     from podctl.validate.figures import FIGURES
 
     assert schema()["$defs"]["reference"]["properties"]["figure"]["enum"] == sorted(FIGURES)
+
+
+def test_hca_names_one_per_hca_and_the_dgx_h100_layout() -> None:
+    for profile in builtin_profiles().values():
+        names = profile.compute_hcas.names + profile.storage_hcas.names
+        assert len(profile.compute_hcas.names) == profile.compute_hcas.count, profile.name
+        assert len(profile.storage_hcas.names) == profile.storage_hcas.count, profile.name
+        assert len(names) == len(set(names)), profile.name
+    # DGX H100/H200 User Guide, Network Modules table: GPU 0..7's ConnectX-7, in rail order.
+    h100 = builtin_profiles()["dgx-h100"]
+    assert h100.compute_hcas.names == ("mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11")
+    assert h100.storage_hcas.names == ("mlx5_1", "mlx5_2")  # the default: the names compute leaves free
+    assert builtin_profiles()["dgx-h200"].compute_hcas.names == h100.compute_hcas.names
+    assert builtin_profiles()["dgx-a100"].compute_hcas.names == tuple(f"mlx5_{n}" for n in range(8))

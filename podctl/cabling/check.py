@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from podctl.model import HcaNames
 from podctl.topology import Cable, FabricPlan
 
 from .formats import End, Link, Topology, hca_desc
@@ -45,13 +46,20 @@ class Finding:
     expected: str | None  # what the plan says: the far end, or a rate like 4xNDR
     found: str | None  # what the tool showed
 
-    def render(self) -> str:
-        text = f"{self.kind.upper():<18} {self.end_a} <-> {self.end_b}"
+    @property
+    def problem(self) -> str:
+        """What the tools showed instead, for the wrong-* kinds; '' for the others, whose kind says it all."""
         if self.kind in ("wrong-port", "wrong-switch"):
-            text += f": found at {self.found}"
-        elif self.kind.startswith("wrong-"):
-            text += f": expected {self.expected}, found {self.found}"
-        return text
+            return f"found at {self.found}"
+        if self.kind.startswith("wrong-"):
+            return f"expected {self.expected}, found {self.found}"
+        return ""
+
+    def render(self, align: bool = True) -> str:
+        """One line, both ends named; `align` pads the kind so that a column of lines lines up."""
+        kind = f"{self.kind.upper():<18}" if align else self.kind.upper()
+        text = f"{kind} {self.end_a} <-> {self.end_b}"
+        return f"{text}: {self.problem}" if self.problem else text
 
     def as_dict(self) -> dict[str, str | None]:
         return {"kind": self.kind, "end_a": self.end_a, "end_b": self.end_b,
@@ -82,16 +90,20 @@ class CablingReport:
                 "counts": self.counts(), "findings": [f.as_dict() for f in self.findings]}
 
 
-def planned_ends(cable: Cable) -> tuple[End, End]:
+def planned_ends(cable: Cable, hca_names: HcaNames | None = None) -> tuple[End, End]:
     """(upper, lower) ends of a planned cable as the tools name them."""
     upper = End(cable.upper.device, cable.upper.port)
     if cable.tier == "node-leaf":
-        return upper, End(hca_desc(cable.lower.device, cable.lower.port), 1)
+        return upper, End(hca_desc(cable.lower.device, cable.lower.port, hca_names), 1)
     return upper, End(cable.lower.device, cable.lower.port)
 
 
-def check_cabling(plan: FabricPlan, topo: Topology, width: str = "4x") -> CablingReport:
-    """Every difference between `topo` and the planned cables of `plan`, one finding per cable."""
+def check_cabling(plan: FabricPlan, topo: Topology, width: str = "4x",
+                  hca_names: HcaNames | None = None) -> CablingReport:
+    """Every difference between `topo` and the planned cables of `plan`, one finding per cable.
+
+    `hca_names` (podctl.facts.hca_names) says what each node calls its HCAs; without it rail r is mlx5_<r-1>.
+    """
     far: dict[End, tuple[End, Link]] = {}
     for link in topo.links:
         far[link.a] = (link.b, link)
@@ -99,7 +111,7 @@ def check_cabling(plan: FabricPlan, topo: Topology, width: str = "4x") -> Cablin
     known = {s.name for s in plan.switches}
     planned: list[tuple[End, End, str]] = []
     for cable in plan.cables:
-        upper, lower = planned_ends(cable)
+        upper, lower = planned_ends(cable, hca_names)
         planned.append((upper, lower, cable.rate))
         known.add(lower.device)
     accounted: set[int] = set()  # id() of links some finding or match explains

@@ -24,6 +24,8 @@ class FabricCheckError(PodctlError):
 
 
 def _plan(site_file: Path, fabric_name: str):
+    """(fabric, its plan, its nodes' HCA names) of the site in `site_file`."""
+    from podctl.facts import hca_names
     from podctl.site import load_site
     from podctl.topology import plan_fabric
 
@@ -32,7 +34,7 @@ def _plan(site_file: Path, fabric_name: str):
     if fabric is None:
         known = ", ".join(sorted(site.fabrics)) or "none"
         raise FabricCheckError(f"{site_file}: no fabric {fabric_name!r} (fabrics declared: {known}); pass --fabric")
-    return fabric, plan_fabric(fabric)
+    return fabric, plan_fabric(fabric), hca_names(site, fabric_name)
 
 
 @click.group("fabric")
@@ -57,8 +59,8 @@ def check(site_file: Path, ibnetdiscover_file: Path | None, iblinkinfo_file: Pat
     sources = [(p, fmt) for p, fmt in ((ibnetdiscover_file, "ibnetdiscover"), (iblinkinfo_file, "iblinkinfo")) if p]
     if not sources:
         raise FabricCheckError("give the tools' output: --ibnetdiscover FILE and/or --iblinkinfo FILE")
-    _, plan = _plan(site_file, fabric_name)
-    reports = [check_cabling(plan, read_topology(str(path), fmt)) for path, fmt in sources]
+    _, plan, names = _plan(site_file, fabric_name)
+    reports = [check_cabling(plan, read_topology(str(path), fmt), hca_names=names) for path, fmt in sources]
     if output == "json":
         click.echo(json.dumps({"site": str(site_file), "ok": all(r.ok for r in reports),
                                "reports": [r.as_dict() for r in reports]}, indent=2))
@@ -81,8 +83,8 @@ def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     """Print what the tool would show for a pod cabled exactly as planned."""
     from .formats import topology_from_plan, write_iblinkinfo, write_ibnetdiscover
 
-    fab, plan = _plan(site_file, fabric_name)
-    topo = topology_from_plan(plan, fab.rate)
+    fab, plan, names = _plan(site_file, fabric_name)
+    topo = topology_from_plan(plan, fab.rate, names)
     click.echo(write_ibnetdiscover(topo) if fmt == "ibnetdiscover" else write_iblinkinfo(topo), nl=False)
 
 
@@ -94,7 +96,7 @@ def schedule(site_file: Path, fabric_name: str, output: str) -> None:
     """Print the rounds of fabric tests: all nodes, SU groups, per-rail leaves, pairwise matchings."""
     from podctl.localize.schedule import plan_rounds
 
-    _, plan = _plan(site_file, fabric_name)
+    _, plan, _ = _plan(site_file, fabric_name)
     rounds = plan_rounds(plan)
     if output == "json":
         click.echo(json.dumps([{"name": r.name, "tests": [{"nodes": list(t.nodes), "rail": t.rail,

@@ -13,8 +13,9 @@ Two formats, the subset of them that describes cables:
   unconnected ports show `Down/ Polling`.
 
 Devices are named as real fabrics show them: an HCA's node description is
-`"<hostname> mlx5_<n>"` (rail r is mlx5_<r-1>), a switch's is its podctl
-name, as set with the switch's node description. GUIDs and LIDs in generated
+`"<hostname> <hca>"`, the HCA named as the node's profile lists it
+(`compute_hcas.names`, rail 1 first; mlx5_<r-1> by default), a switch's is
+its podctl name, as set with the switch's node description. GUIDs and LIDs in generated
 files are made up but stable (derived from the names).
 
 Both parsers return a `Topology`: devices by description and each cable once.
@@ -28,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from podctl.errors import PodctlError
+from podctl.model import HcaNames, hca_name
 from podctl.topology import FabricPlan
 
 # Lane signalling rate, in Gbps, that iblinkinfo prints for each IB generation.
@@ -50,11 +52,13 @@ class CablingError(PodctlError):
 
 @dataclass(frozen=True, slots=True, order=True)
 class End:
-    device: str  # node description: "dgx005 mlx5_2" or a switch name
+    device: str  # node description: "dgx005 mlx5_4" or a switch name
     port: int
 
     def __str__(self) -> str:
-        if self.device.split(" ")[-1].startswith("mlx") and self.port == 1:
+        # An HCA's description is "<host> <hca>", whatever the profile calls its HCAs; podctl's
+        # switch names have no space. A single-port HCA needs no port number.
+        if " " in self.device and self.port == 1:
             return self.device
         return f"{self.device}[{self.port}]"
 
@@ -90,9 +94,9 @@ class Topology:
         self.links.append(link)
 
 
-def hca_desc(host: str, rail: int) -> str:
-    """The node description of `host`'s HCA on `rail` (1-based)."""
-    return f"{host} mlx5_{rail - 1}"
+def hca_desc(host: str, rail: int, names: HcaNames | None = None) -> str:
+    """The node description of `host`'s HCA on `rail` (1-based), named as `names` says (podctl.facts.hca_names)."""
+    return f"{host} {hca_name(host, rail, names)}"
 
 
 def _guid(name: str) -> int:
@@ -100,7 +104,7 @@ def _guid(name: str) -> int:
     return (NVIDIA_OUI << 40) | digest
 
 
-def topology_from_plan(plan: FabricPlan, rate: str) -> Topology:
+def topology_from_plan(plan: FabricPlan, rate: str, hca_names: HcaNames | None = None) -> Topology:
     """What the diagnostic tools would show for a pod cabled exactly as planned."""
     topo = Topology(source=f"plan of fabric {plan.fabric!r}")
     lid = 0
@@ -109,7 +113,7 @@ def topology_from_plan(plan: FabricPlan, rate: str) -> Topology:
         topo.devices[switch.name] = Device(switch.name, "switch", switch.radix, _guid(switch.name), lid)
     for cable in plan.cables:
         if cable.tier == "node-leaf":
-            desc = hca_desc(cable.lower.device, cable.lower.port)
+            desc = hca_desc(cable.lower.device, cable.lower.port, hca_names)
             lid += 1
             topo.devices[desc] = Device(desc, "ca", 1, _guid(desc), lid)
             lower = End(desc, 1)

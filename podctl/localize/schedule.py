@@ -30,8 +30,9 @@ from podctl.topology import FabricPlan
 class Test:
     """One test: an NCCL all-to-all over `nodes`, or ib_write_bw for a pair.
 
-    `rail` restricts the test to one rail (1-based; NCCL_IB_HCA=mlx5_<rail-1>);
-    None uses every rail. `per_rail` (pairs only) asks for one figure per
+    `rail` restricts the test to one rail (1-based; NCCL_IB_HCA names that
+    rail's HCA, `podctl.model.hca_name`: mlx5_<rail-1> unless the profile's
+    `compute_hcas.names` says otherwise); None uses every rail. `per_rail` (pairs only) asks for one figure per
     rail, from concurrent per-HCA runs, instead of one for the whole test.
     """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Callable
 
 from ..errors import PodctlError
 from ..model import Profile
+from .envelope import broken_envelope, parse_envelope
 from .judge import CheckRun
 
 SUITES = ("health", "burnin", "nccl", "smoke")
@@ -62,6 +64,11 @@ def plan_local(profile: Profile, suites: tuple[str, ...], burnin: str, gpus: int
                 argv += ["--expect-nvlinks", str(profile.gpus.nvlink.links_per_gpu)]
         if not profile.emulated:
             argv += ["--expect-hcas", str(profile.compute_hcas.count + profile.storage_hcas.count)]
+            names = profile.compute_hcas.names + profile.storage_hcas.names
+            if names:
+                # Count and check only the profile's HCAs: a host may have RDMA devices that no
+                # InfiniBand fabric cables (on a DGX H100, the Ethernet ports of the storage cards).
+                argv += ["--hca-filter", "^(?:" + "|".join(re.escape(n) for n in names) + ")$"]
         checks.append(LocalCheck("health", "health", argv, 120))
     if "burnin" in suites:
         argv = ["validation.burnin", "--profile", burnin]
@@ -106,9 +113,10 @@ def run_local(checks: list[LocalCheck], python: str, workdir: Path,
             with log.open("w") as err:
                 proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=root,
                                       timeout=check.timeout_s)
-            envelope = _parse(proc.stdout, proc.returncode, log)
+            tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+            envelope = parse_envelope(proc.stdout, proc.returncode, tail, check.check, host)
         except subprocess.TimeoutExpired:
-            envelope = _broken(check.check, f"timed out after {check.timeout_s:.0f} s (log: {log})")
+            envelope = broken_envelope(check.check, host, f"timed out after {check.timeout_s:.0f} s (log: {log})")
         except OSError as exc:
             raise ValidationError(f"cannot run {python}: {exc.strerror}; pass --python with torch installed") from None
         (workdir / f"{check.suite}.json").write_text(json.dumps(envelope, indent=2) + "\n")
@@ -116,25 +124,6 @@ def run_local(checks: list[LocalCheck], python: str, workdir: Path,
         runs.append(run)
         on_event("done", check, run, time.monotonic() - started)
     return runs
-
-
-def _parse(stdout: str, returncode: int, log: Path) -> dict:
-    text = stdout.strip()
-    if text:
-        try:
-            data = json.loads(text.splitlines()[-1] if not text.startswith("{") else text)
-            if isinstance(data, dict) and "status" in data:
-                return data
-        except json.JSONDecodeError:
-            pass
-    tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
-    return _broken("unknown", f"exited {returncode} without a JSON result; stderr tail: {tail}")
-
-
-def _broken(check: str, message: str) -> dict:
-    return {"check": check, "host": socket.gethostname(), "status": "error", "duration_s": 0.0,
-            "measurements": [], "findings": [{"severity": "error", "message": message, "device": None}],
-            "details": {}}
 
 
 def default_python() -> str:

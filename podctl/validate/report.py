@@ -132,6 +132,30 @@ def plots(cert: Certification, runs: list[CheckRun]) -> list[tuple[str, str]]:
     return out
 
 
+def _cabling_html(runs: list[CheckRun]) -> list[str]:
+    """The cabling check's section: what was compared, then one row per cable at fault, both ends named."""
+    if not runs:
+        return []
+    e = html.escape
+    details = runs[0].envelope.get("details", {})
+    found = ", ".join(f"{n} in {e(source)}" for source, n in details.get("links_found", {}).items())
+    out = [f"<h2>Cabling</h2><p>fabric {e(str(details.get('fabric', '')))}: {details.get('cables_planned', 0)} "
+           f"cables planned; links found: {found}</p>"]
+    rows = [(r, cable) for r in runs for cable in r.envelope.get("details", {}).get("cables", [])]
+    if not rows:
+        out.append("<p class=pass>Every cable matches the plan.</p>")
+        return out
+    out.append("<table><tr><th>at fault</th><th>end</th><th>other end</th><th>what is wrong</th>"
+               "<th>seen in</th></tr>")
+    for run, cable in rows:
+        at = f"{run.node} (switch)" if run.scope == "fabric" else run.node
+        wrong = cable["kind"] + (f": {cable['problem']}" if cable.get("problem") else "")
+        out.append(f"<tr><td class=fail>{e(at)}</td><td>{e(cable['end_a'])}</td><td>{e(cable['end_b'])}</td>"
+                   f"<td>{e(wrong)}</td><td>{e(', '.join(cable.get('sources', [])))}</td></tr>")
+    out.append("</table>")
+    return out
+
+
 def _pair_hosts(run: CheckRun) -> list[str]:
     return sorted({r["host"] for r in run.envelope["details"]["ranks"]})
 
@@ -148,7 +172,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}.fa
 <p>{e(str(meta.get('started', '')))} &middot; podctl {e(str(meta.get('podctl', '')))} &middot; suites: {e(', '.join(meta.get('suites', [])))}
  &middot; {len(cert.nodes)} node(s)</p>"""]
     if cert.failures:
-        parts.append("<h2>Failing nodes</h2><table><tr><th>node</th><th>reasons</th></tr>")
+        parts.append("<h2>Failing nodes</h2><table><tr><th>node or switch</th><th>reasons</th></tr>")
         for node, reasons in sorted(cert.failures.items()):
             parts.append(f"<tr><td class=fail>{e(node)}</td><td>{'<br>'.join(e(r) for r in reasons)}</td></tr>")
         parts.append("</table>")
@@ -170,6 +194,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}.fa
                      f"<td class={'fail' if r.status in ('fail', 'error') else 'pass'}>{e(r.status)}</td>"
                      f"<td>{float(r.envelope.get('duration_s', 0)):.1f}</td><td>{findings}</td></tr>")
     parts.append("</table>")
+    parts.extend(_cabling_html([r for r in runs if r.check == "cabling"]))
     for title, svg in plots(cert, runs):
         parts.append(f"<h2>{e(title)}</h2>{svg}")
     parts.append("</body></html>\n")

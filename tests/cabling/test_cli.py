@@ -26,17 +26,17 @@ def test_clean_fabric_exits_0(planned, tmp_path):
 
 def test_findings_exit_1_and_json_lists_them(planned, tmp_path):
     site, _, _, topo = planned("h100-127")
-    (tmp_path / "topo").write_text(write_ibnetdiscover(corrupt.drop_cable(topo, End("dgx005 mlx5_2", 1))))
+    (tmp_path / "topo").write_text(write_ibnetdiscover(corrupt.drop_cable(topo, End("dgx005 mlx5_4", 1))))
     text = invoke("fabric", "check", site, "--ibnetdiscover", tmp_path / "topo")
     assert text.exit_code == 1
-    assert text.output.splitlines()[0] == "MISSING            ib-leaf-su01-r3[5] <-> dgx005 mlx5_2"
+    assert text.output.splitlines()[0] == "MISSING            ib-leaf-su01-r3[5] <-> dgx005 mlx5_4"
     result = invoke("fabric", "check", site, "--ibnetdiscover", tmp_path / "topo", "-o", "json")
     assert result.exit_code == 1
     data = json.loads(result.output)
     assert data["ok"] is False
     (report,) = data["reports"]
     assert report["counts"] == {"missing": 1}
-    assert report["findings"] == [{"kind": "missing", "end_a": "ib-leaf-su01-r3[5]", "end_b": "dgx005 mlx5_2",
+    assert report["findings"] == [{"kind": "missing", "end_a": "ib-leaf-su01-r3[5]", "end_b": "dgx005 mlx5_4",
                                    "expected": "ib-leaf-su01-r3[5]", "found": None}]
 
 

@@ -32,7 +32,7 @@ def test_ibnetdiscover_shows_each_cable_from_both_ends_in_the_documented_shape(p
     text = write_ibnetdiscover(topo)
     switch = next(line for line in text.splitlines() if line.startswith("Switch") and '"ib-leaf-su01-r3"' in line)
     assert switch.startswith('Switch\t64 "S-') and switch.endswith("lmc 0")
-    hca_lines = [line for line in text.splitlines() if '"dgx005 mlx5_2"' in line]
+    hca_lines = [line for line in text.splitlines() if '"dgx005 mlx5_4"' in line]
     assert any(line.startswith("[5]\t\"H-") and line.endswith("4xNDR") for line in hca_lines)
     assert any(line.startswith('Ca\t1 "H-') for line in hca_lines)
 

@@ -84,3 +84,14 @@ def test_report_files(tmp_path: Path) -> None:
     page = paths["html"].read_text()
     assert "NOT CERTIFIED" in page and "gpu1" in page
     assert page.count("<svg") == 2  # the busbw sweep and the GEMM bars
+
+
+def test_a_failing_fabric_run_fails_the_certification_under_its_element() -> None:
+    bad = {"severity": "error", "message": "MISSING ib-spine-01[1] <-> ib-leaf-su01-r1[33]", "device": None}
+    runs = [CheckRun("cabling", "fabric", "ib-leaf-su01-r1", envelope("cabling", "fail", findings=[bad])),
+            CheckRun("cabling", "node", "gpu9", envelope("cabling", "fail", findings=[bad]))]  # not under test
+    cert = judge("t", {"gpu1": []}, runs)
+    assert not cert.certified
+    assert cert.failures == {"ib-leaf-su01-r1": ["cabling: MISSING ib-spine-01[1] <-> ib-leaf-su01-r1[33]"]}
+    passing = judge("t", {"gpu1": []}, [CheckRun("cabling", "fabric", "fabric", envelope("cabling"))])
+    assert passing.certified and not passing.failures

@@ -1,0 +1,131 @@
+"""The cabling check as certification results: one CheckRun per element at fault.
+
+`podctl validate` hands the fabric tools' output (`--ibnetdiscover`,
+`--iblinkinfo`) to `cabling_runs`, and the runs join the others in the judge
+and the report. Each finding goes to what a technician would go and fix:
+
+- a node-leaf cable (missing, on the wrong port or switch, at the wrong rate)
+  to its compute node, scope "node", so that the node fails certification;
+- the node's cable on an HCA the plan does not use (a device "<host> <hca>"
+  the plan does not know) to that node as well;
+- a switch-switch cable to its lower switch (the leaf of a leaf-spine cable),
+  and a cable to an unknown device to the switch it is plugged into, scope
+  "fabric": those fail the certification under the switch's name.
+
+When the fabric matches the plan, one passing run (scope and node "fabric")
+says how many cables were checked. The compute fabric is the one checked:
+that is where the tools' output comes from on a pod.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from podctl.facts import cached_plan, hca_names
+from podctl.model import Site
+from podctl.topology import SWITCH_TIERS, FabricPlan
+from podctl.validate.judge import CheckRun
+
+from .check import CablingReport, Finding, check_cabling, planned_ends
+from .cli import FabricCheckError
+from .formats import read_topology
+
+FABRIC = "compute"
+_PORT_END = re.compile(r"^(.*)\[(\d+)\]$")
+
+
+def cabling_runs(site: Site, ibnetdiscover: Path | None, iblinkinfo: Path | None) -> list[CheckRun]:
+    """The cabling check of the site's compute fabric against the tools' output, as CheckRuns.
+
+    No files, no runs. A file that cannot be read or parsed raises CablingError
+    (a PodctlError) naming the file and line.
+    """
+    sources = [(path, fmt) for path, fmt in ((ibnetdiscover, "ibnetdiscover"), (iblinkinfo, "iblinkinfo"))
+               if path is not None]
+    if not sources:
+        return []
+    fabric = site.fabrics.get(FABRIC)
+    if fabric is None:
+        known = ", ".join(sorted(site.fabrics)) or "none"
+        raise FabricCheckError(f"{site.source}: no {FABRIC!r} fabric to check the cabling of "
+                               f"(fabrics declared: {known}); leave out --ibnetdiscover/--iblinkinfo")
+    started = time.monotonic()
+    plan = cached_plan(fabric)
+    names = hca_names(site, FABRIC)
+    reports = [check_cabling(plan, read_topology(str(path), fmt), hca_names=names) for path, fmt in sources]
+    summary: dict[str, Any] = {
+        "fabric": plan.fabric,
+        "sources": [r.source for r in reports],
+        "cables_planned": len(plan.cables),
+        "links_found": {r.source: r.links_found for r in reports},
+    }
+    elements = _by_element(plan, names, reports)
+    # Each run gets its share of the check's time, so that the report's times add up.
+    share = round((time.monotonic() - started) / max(len(elements), 1), 3)
+    if not elements:
+        found = ", ".join(f"{n} in {source}" for source, n in summary["links_found"].items())
+        message = f"fabric {plan.fabric!r}: {len(plan.cables)} cables planned, links found: {found}; matches the plan"
+        return [_run("fabric", "fabric", {**summary, "cables": []}, share, message)]
+    return [_run(scope, node, {**summary, "cables": cables}, share) for (scope, node), cables in elements.items()]
+
+
+def _by_element(plan: FabricPlan, names: dict[str, tuple[str, ...]],
+                reports: list[CablingReport]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(scope, node) -> one row per cable at fault there; a cable both tools show wrong is one row."""
+    host_of: dict[str, str] = {}  # a planned HCA end as the findings print it -> its host
+    for cable in plan.cables_in("node-leaf"):
+        _, lower = planned_ends(cable, names)
+        host_of[str(lower)] = cable.lower.device
+    level = {s.name: (SWITCH_TIERS.index(s.tier), s.name) for s in plan.switches}
+    hosts = set(names)
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        for finding in report.findings:
+            message = finding.render(align=False)
+            if message in rows:
+                rows[message]["sources"].append(report.source)
+                continue
+            scope, node, device = _element(finding, host_of, level, hosts)
+            rows[message] = {**finding.as_dict(), "problem": finding.problem, "message": message,
+                             "device": device, "sources": [report.source]}
+            out.setdefault((scope, node), []).append(rows[message])
+    return out
+
+
+def _element(finding: Finding, host_of: dict[str, str], level: dict[str, tuple[int, str]],
+             hosts: set[str]) -> tuple[str, str, str]:
+    """(scope, node, device) of the element a finding is laid at."""
+    if finding.kind == "unexpected-device":
+        stranger = finding.found or finding.end_b
+        owner = stranger.split(" ", 1)[0]
+        if " " in stranger and owner in hosts:
+            # A node of the fabric on an HCA the plan does not cable here: the node's cable is wrong.
+            return "node", owner, stranger.split(" ", 1)[1]
+        ends = [finding.end_a]
+    elif finding.kind == "unexpected-link":
+        ends = [finding.end_a, finding.end_b]
+    else:
+        ends = [finding.end_b]  # the planned lower end: the HCA, or the lower switch's up-port
+    for end in ends:
+        if end in host_of:
+            return "node", host_of[end], end.split(" ", 1)[1]
+    switches = [_device(end) for end in ends]
+    lowest = min(switches, key=lambda name: level.get(name, (len(SWITCH_TIERS), name)))
+    return "fabric", lowest, next(end for end in ends if _device(end) == lowest)
+
+
+def _device(end: str) -> str:
+    match = _PORT_END.match(end)
+    return match.group(1) if match else end
+
+
+def _run(scope: str, node: str, details: dict[str, Any], duration_s: float, passed: str | None = None) -> CheckRun:
+    findings = ([{"severity": "info", "message": passed, "device": None}] if passed is not None else
+                [{"severity": "error", "message": row["message"], "device": row["device"]} for row in details["cables"]])
+    envelope = {"check": "cabling", "host": node, "status": "pass" if passed is not None else "fail",
+                "duration_s": duration_s, "measurements": [], "findings": findings, "details": details}
+    return CheckRun(check="cabling", scope=scope, node=node, envelope=envelope)

@@ -1,0 +1,95 @@
+"""The conformance tests' pure parts: expected services, messages, secret masking.
+
+What they do against real nodes is shown on the sim pod (see the report of
+issue 5); here, what can be decided without one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("testinfra")
+
+from podctl.validate.conformance import test_conformance as tc  # noqa: E402
+from podctl.validate.conformance.common import SECRET_PLACEHOLDER  # noqa: E402
+
+SLURM = {"controllers": ["head01"], "accounting": True, "dbd_host": "head01"}
+MONITORING = {"prometheus_host": "head01", "exporters": ["node", "slurm"]}
+
+
+def node(name: str, groups: list[str], **extra: Any) -> tc.Node:
+    n = tc.Node.__new__(tc.Node)
+    n.name, n.groups = name, groups
+    n.vars = {"inventory_hostname": name, "podctl_slurm": SLURM, "podctl_monitoring": MONITORING, **extra}
+    return n
+
+
+def units(n: tc.Node) -> list[str]:
+    return [u for u, _ in tc.expected_services(n)]
+
+
+def test_services_follow_the_roles() -> None:
+    head = node("head01", ["role_controller", "role_login", "role_monitoring"])
+    compute = node("node01", ["role_compute", "role_storage_client"])
+    assert units(head) == ["chrony", "munge", "slurmctld", "slurmdbd", "mariadb", "prometheus-node-exporter",
+                           "prometheus", "prometheus-alertmanager"]
+    assert units(compute) == ["chrony", "munge", "slurmd", "prometheus-node-exporter"]
+
+
+def test_services_without_slurm_accounting_or_the_node_exporter() -> None:
+    no_acct = node("head01", ["role_controller"], podctl_slurm={**SLURM, "accounting": False},
+                   podctl_monitoring={**MONITORING, "exporters": ["slurm"], "prometheus_host": "mon01"})
+    assert units(no_acct) == ["chrony", "munge", "slurmctld"]
+    bare = node("util01", ["role_storage_client"], podctl_slurm=None, podctl_monitoring=None)
+    assert units(bare) == ["chrony"]
+
+
+def test_difference_names_the_first_differing_line() -> None:
+    message = tc.describe_difference("/etc/slurm/slurm.conf", b"a\nb\nX\n", b"a\nb\nc\n")
+    assert message.startswith("/etc/slurm/slurm.conf differs from what podctl renders (sha256 ")
+    assert message.endswith("first differing line 3: node has 'X', podctl renders 'c')")
+    assert "lacks 1 line(s) from line 2: 'b'" in tc.describe_difference("/f", b"a\n", b"a\nb\n")
+    assert "same lines, different line endings" in tc.describe_difference("/f", b"a\n", b"a")
+
+
+@pytest.mark.parametrize(("state", "reason", "message"), [
+    ("drain", "bad DIMM", "node02 is drained in Slurm (state drain): bad DIMM"),
+    ("down*", "Not responding", "node02 is down, not responding in Slurm (state down*): Not responding"),
+    ("alloc", "none", "node02 is allocated to a job in Slurm (state alloc): no reason given"),
+    ("idle~", "", "node02 is idle, powered off in Slurm (state idle~): no reason given"),
+])
+def test_slurm_states_read_as_words(state: str, reason: str, message: str) -> None:
+    assert tc.describe_slurm_state("node02", state, reason) == message
+
+
+TRACKING = """Reference ID    : 0A59160A (10.89.22.10)
+Stratum         : 11
+System time     : 0.000008237 seconds slow of NTP time
+Leap status     : Normal
+"""
+
+
+def test_chrony_tracking_is_parsed_with_the_offset_sign() -> None:
+    fields = tc.parse_chrony_tracking(TRACKING)
+    assert fields["Leap status"] == "Normal" and fields["Reference ID"].startswith("0A59160A")
+    assert tc.chrony_offset_s(fields["System time"]) == pytest.approx(-8.237e-06)
+    assert tc.chrony_offset_s("1.5 seconds fast of NTP time") == 1.5
+    assert tc.chrony_offset_s("") is None
+
+
+def test_the_mask_script_hides_secret_lines_and_nothing_else(tmp_path: Path) -> None:
+    rendered = f"DbdPort=6819\nStoragePass={SECRET_PLACEHOLDER}\n"
+    assert tc._secret_keys(rendered) == ["StoragePass"]
+    on_node = tmp_path / "slurmdbd.conf"
+    on_node.write_text("DbdPort=6820\nstoragepass = hunter2\n")
+    proc = subprocess.run([sys.executable, "-c", tc._MASK_SCRIPT, str(on_node), SECRET_PLACEHOLDER, "StoragePass"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == f"DbdPort=6820\nStoragePass={SECRET_PLACEHOLDER}\n"
+    assert "hunter2" not in proc.stdout
+    missing = subprocess.run([sys.executable, "-c", tc._MASK_SCRIPT, str(tmp_path / "nope"), "x", "K"], check=False)
+    assert missing.returncode == 3

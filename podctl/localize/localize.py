@@ -33,10 +33,12 @@ with log2 of the SU size and a few fixed steps, not with k.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from podctl.model import HcaNames, hca_name
 from podctl.topology import Cable, FabricPlan
 
 from .routing import Router
@@ -58,10 +60,13 @@ class Tester(Protocol):
     def run_round(self, tests: Sequence[Test]) -> list[Result]: ...
 
 
-def link_ends(cable: Cable) -> tuple[str, str]:
-    """Both ends of a cable as people read them off a fabric: `dgx005 mlx5_2`, `ib-leaf-su01-r3[5]`."""
+def link_ends(cable: Cable, hca_names: HcaNames | None = None) -> tuple[str, str]:
+    """Both ends of a cable as people read them off a fabric: `dgx005 mlx5_4`, `ib-leaf-su01-r3[5]`.
+
+    `hca_names` (podctl.facts.hca_names) says what each node calls its HCAs; without it rail r is mlx5_<r-1>.
+    """
     if cable.tier == "node-leaf":
-        lower = f"{cable.lower.device} mlx5_{cable.lower.port - 1}"
+        lower = f"{cable.lower.device} {hca_name(cable.lower.device, cable.lower.port, hca_names)}"
     else:
         lower = f"{cable.lower.device}[{cable.lower.port}]"
     return lower, f"{cable.upper.device}[{cable.upper.port}]"
@@ -100,15 +105,22 @@ class Localizer:
         router: Router | None = None,
         max_cover_rounds: int = 4,
         max_resolve_rounds: int = 4,
+        hosts: Sequence[str] | None = None,
+        hca_names: HcaNames | None = None,
     ) -> None:
         self.plan = plan
         self.tester = tester
+        self.hca_names = hca_names  # how the diagnosis names HCAs, see link_ends
         self.threshold = threshold
         self.router = router or Router(plan)
         self.rails = self.router.rails
         self.max_cover_rounds = max_cover_rounds
         self.max_resolve_rounds = max_resolve_rounds
-        self.hosts = self.router.hosts
+        # The nodes under test: all of the fabric's, or those left after
+        # exclusions (a node out for repair is neither tested nor a partner).
+        wanted = set(self.router.hosts if hosts is None else hosts)
+        self.hosts = tuple(h for h in self.router.hosts if h in wanted)
+        self.units = [[h for h in su if h in wanted] for su in plan.scalable_units]
         self.su_of = {h: plan.su_of(h) for h in self.hosts}
         cables = self.router.cables
         self.node_leaf = {
@@ -128,6 +140,8 @@ class Localizer:
         self.evidence = _Evidence()
         self.rounds = 0
         self.tests = 0
+        self.tried_pairs: set[frozenset[str]] = set()
+        self.fallback_rounds = 0
 
     # -- evidence ---------------------------------------------------------
 
@@ -222,12 +236,12 @@ class Localizer:
         if self._passed(first[0].bandwidth):
             return self._diagnosis()
         self._nodes()
-        if len(self.plan.scalable_units) > 1:
+        if sum(1 for su in self.units if su) > 1:
             self._links()
         return self._diagnosis()
 
     def _partner(self, host: str, used: set[str]) -> str | None:
-        su = self.plan.scalable_units[self.su_of[host] - 1]
+        su = self.units[self.su_of[host] - 1]
         for candidate in su:
             if candidate != host and candidate not in used and self._good(candidate):
                 return candidate
@@ -237,7 +251,7 @@ class Localizer:
         return None
 
     def _nodes(self) -> None:
-        units = self.plan.scalable_units
+        units = [su for su in self.units if su]
         groups: list[tuple[str, ...]] = []
         singles: list[str] = []
         if len(units) == 1:
@@ -267,11 +281,42 @@ class Localizer:
                     continue
                 used.add(partner)
                 tests.append(Test((host, partner), per_rail=True))
+            tests.extend(self._untried_pairs(deferred, {n for t in tests for n in t.nodes}))
             if not tests:
                 break
             results = self._run(tests)
             groups = [r.test.nodes for r in results if not r.test.per_rail and not self._passed(r.bandwidth)]
-            singles = deferred
+            accused = self._accused()
+            singles = [h for h in deferred if not self._good(h) and h not in accused]
+
+    def _untried_pairs(self, hosts: list[str], busy: set[str]) -> list[Test]:
+        """Pairs among hosts that have no cleared partner yet (small pods, or every node suspect).
+
+        Without a known-good node nothing can be accused, so two suspects are
+        tested together, each pair once, the least-suspected hosts first: the
+        first pair that passes yields known-good partners, and a pair that fails
+        on every rail accuses its other node as soon as one of them is cleared.
+        At most about log2(N) such rounds: when no pair passes by then, the
+        problem is pod-wide (every node slow, a bound set too high), and trying
+        every pair would take O(N) rounds to say only that.
+        """
+        if self.fallback_rounds >= math.ceil(math.log2(max(2, len(self.hosts)))) + 1:
+            return []
+        failures = {h: sum(h in elements for elements in self.evidence.failing) for h in hosts}
+        order = sorted((h for h in hosts if h not in busy), key=lambda h: failures[h])
+        tests: list[Test] = []
+        taken: set[str] = set()
+        for i, a in enumerate(order):
+            if a in taken:
+                continue
+            for b in order[i + 1:]:
+                if b not in taken and frozenset((a, b)) not in self.tried_pairs:
+                    self.tried_pairs.add(frozenset((a, b)))
+                    taken |= {a, b}
+                    tests.append(Test((a, b), per_rail=True))
+                    break
+        self.fallback_rounds += bool(tests)
+        return tests
 
     def _open_cables(self) -> set[int]:
         ev = self.evidence
@@ -281,7 +326,7 @@ class Localizer:
         return set(self.switch_cables - ev.cleared - in_failing)
 
     def _links(self) -> None:
-        good_units = [[h for h in su if self._good(h)] for su in self.plan.scalable_units]
+        good_units = [[h for h in su if self._good(h)] for su in self.units]
         good = tuple(h for su in good_units for h in su)
         if len(good) < 2:
             return
@@ -389,6 +434,9 @@ class Localizer:
                 return True
         return False
 
+    def _ends(self, cable: Cable) -> tuple[str, str]:
+        return link_ends(cable, self.hca_names)
+
     def _diagnosis(self) -> Diagnosis:
         accused = self._accused()
         bad_nodes = sorted(e for e in accused if isinstance(e, str))
@@ -398,17 +446,17 @@ class Localizer:
                 for e in accused
                 if isinstance(e, int) and self.leaf_cable_host.get(e) not in bad_nodes
             ),
-            key=link_ends,
+            key=self._ends,
         )
         unexplained = self._unexplained(accused)
         suspects: set[str] = set()
         for rest in unexplained:
             for e in rest:
-                suspects.add(e if isinstance(e, str) else " <-> ".join(link_ends(self.router.cables[e])))
+                suspects.add(e if isinstance(e, str) else " <-> ".join(self._ends(self.router.cables[e])))
         undetermined = sum(not self._explains(accused, test) for test in self.evidence.undetermined)
         return Diagnosis(
             bad_nodes=tuple(bad_nodes),
-            bad_links=tuple(link_ends(c) for c in bad_cables),
+            bad_links=tuple(self._ends(c) for c in bad_cables),
             rounds_used=self.rounds,
             tests_run=self.tests,
             bad_cables=tuple(bad_cables),
@@ -418,7 +466,9 @@ class Localizer:
 
 
 def localize(
-    plan: FabricPlan, tester: Tester, threshold: float, router: Router | None = None
+    plan: FabricPlan, tester: Tester, threshold: float, router: Router | None = None,
+    hosts: Sequence[str] | None = None, hca_names: HcaNames | None = None,
 ) -> Diagnosis:
-    """Run the all-nodes test and, if it falls short, name the bad nodes and cables."""
-    return Localizer(plan, tester, threshold, router).run()
+    """Run the all-nodes test over `hosts` (default: every node of the fabric) and,
+    if it falls short, name the bad nodes and cables (HCAs as `hca_names` calls them)."""
+    return Localizer(plan, tester, threshold, router, hosts=hosts, hca_names=hca_names).run()

@@ -38,9 +38,18 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("allreduce_busbw_cpu", "collectives", "node", "all_reduce_busbw_16MiB", False,
            "all_reduce bus bandwidth over gloo between local ranks at 16 MiB (GPU-less profiles)"),
     Figure("allreduce_busbw_multinode", "collectives", "pod", "all_reduce_busbw_8GiB", False,
-           "all_reduce bus bandwidth across all nodes at 8 GiB"),
+           "all_reduce bus bandwidth between nodes at 8 GiB, judged on every test a node was in: "
+           "all nodes, localization rounds and pairs"),
+    Figure("allreduce_busbw_multinode_cpu", "collectives", "pod", "all_reduce_busbw_16MiB", False,
+           "all_reduce bus bandwidth over gloo between nodes at 16 MiB, one rank per node (GPU-less profiles); "
+           "judged on every test a node was in: all nodes, localization rounds and pairs"),
     Figure("smoke_mfu", "smoke", "node", "smoke_mfu", True,
            "model FLOPs utilisation of the training smoke test, per GPU"),
     Figure("smoke_tflops_per_node", "smoke", "node", "smoke_tflops_per_node", False,
            "training smoke throughput per node (GPU-less profiles)"),
 )}
+
+# The suites of `podctl validate SITE`, in the order they run (`--local` has no conformance).
+SITE_SUITES = ("conformance", "health", "burnin", "nccl", "smoke")
+# The suite whose run produces each check's figures; rows of suites not selected are not judged.
+CHECK_SUITES = {"health": "health", "burnin": "burnin", "collectives": "nccl", "smoke": "smoke"}

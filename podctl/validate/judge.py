@@ -20,8 +20,8 @@ class CheckRun:
     """One node-side check's JSON envelope, as collected from a node or a job."""
 
     check: str
-    scope: str  # "node" or "pod"
-    node: str  # the host it ran on (for pod-scope runs: the job's first host)
+    scope: str  # "node", "pod", "pair" or "fabric"
+    node: str  # the host it ran on (pod-scope: the job's first host; fabric-scope: the switch at fault, or "fabric")
     envelope: dict[str, Any]
 
     @property
@@ -77,6 +77,15 @@ class Certification:
         }
 
 
+# Runs that are evidence for other verdicts (the nccl suite's pair and group
+# tests): their status blames no one by itself; the per-node verdict runs do.
+EVIDENCE_SCOPES = ("pair", "group")
+
+
+def _hosts(run: CheckRun) -> list[str]:
+    return [str(h) for h in run.envelope.get("hosts", [run.node])]
+
+
 def effective_reference(profile: Profile, overrides: dict[str, ThresholdOverride]) -> list[Reference]:
     """The profile's table with the site's overrides applied."""
     rows = []
@@ -97,10 +106,17 @@ def judge(subject: str, nodes: dict[str, list[Reference]], runs: list[CheckRun],
     by_check: dict[tuple[str, str, str], CheckRun] = {}
     for run in runs:
         by_check[(run.check, run.scope, run.node)] = run
-        if run.node in nodes and run.status in ("fail", "error"):
-            problems = [f["message"] for f in run.envelope.get("findings", []) if f.get("severity") == "error"]
-            for message in problems or [f"{run.check} ended with status {run.status}"]:
-                cert.fail(run.node, f"{run.check}: {message}")
+        if run.status not in ("fail", "error") or run.scope in EVIDENCE_SCOPES:
+            continue
+        # A fabric element (a switch, its cables) at fault fails the pod under its own name;
+        # a job across nodes fails every node it ran on.
+        blamed = [run.node] if run.scope == "fabric" else [h for h in _hosts(run) if h in nodes]
+        errors = [f for f in run.envelope.get("findings", []) if f.get("severity") == "error"]
+        for finding in errors or [{"message": f"{run.check} ended with status {run.status}"}]:
+            # A job's finding that names its rank ("node02/gpu3", "node02") is that node's alone.
+            owner = str(finding.get("device") or "").split("/")[0]
+            for node in [owner] if owner in blamed and len(blamed) > 1 else blamed:
+                cert.fail(node, f"{run.check}: {finding['message']}")
     pod_runs = [r for r in runs if r.scope == "pod"]
     for node, rows in sorted(nodes.items()):
         for row in rows:
@@ -108,12 +124,13 @@ def judge(subject: str, nodes: dict[str, list[Reference]], runs: list[CheckRun],
             if spec is None:
                 cert.fail(node, f"{row.figure}: no check measures this figure")
                 continue
-            if spec.scope == "pod":
-                run = next((r for r in pod_runs if r.check == spec.check and node in r.envelope.get("hosts", [r.node])),
-                           None)
-            else:
-                run = by_check.get((spec.check, "node", node))
+            in_pod = next((r for r in pod_runs if r.check == spec.check and node in _hosts(r)), None)
+            run = in_pod if spec.scope == "pod" else by_check.get((spec.check, "node", node)) or in_pod
             found = run.measurements(spec.measurement) if run else []
+            if run is not None and run.scope == "pod":
+                # A job across nodes reports per host (or per host/GPU): keep this node's own.
+                found = [m for m in found if m.get("device") in (None, node) or
+                         str(m.get("device", "")).startswith(f"{node}/")]
             if spec.per_device:
                 found = [m for m in found if m.get("device")]
             if not found:

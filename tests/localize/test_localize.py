@@ -120,3 +120,55 @@ def test_evidence_that_forces_no_one_accuses_no_one(h100_127):
     assert diagnosis.bad_nodes == () and diagnosis.bad_links == ()
     assert not diagnosis.healthy and diagnosis.unexplained >= 1
     assert diagnosis.rounds_used == tester.rounds
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4])  # one SU (of 4)
+@pytest.mark.parametrize("bad", [0, 1, -1])
+def test_tiny_pods_without_a_known_good_partner_still_name_the_slow_node(nodes, bad):
+    """A one-SU pod of 3 (the sim's) splits into a single and a pair: no half
+    passes, so suspects are paired with each other until one pair clears."""
+    from tests.localize.conftest import small_fabric
+    from podctl.topology import plan_fabric
+    from podctl.localize.routing import Router
+
+    fabric = small_fabric(nodes)
+    plan = plan_fabric(fabric)
+    setup = (fabric, plan, Router(plan))
+    host = fabric.nodes[bad]
+    _, diagnosis = run(setup, [Fault("slow-node", node=host)])
+    if nodes == 2:
+        # Two nodes and no third to tell them apart: nothing is forced, no one is accused.
+        assert diagnosis.bad_nodes == () and not diagnosis.healthy
+        return
+    assert diagnosis.bad_nodes == (host,)
+    assert diagnosis.bad_links == () and diagnosis.suspects == ()
+    assert diagnosis.rounds_used - 1 <= math.ceil(math.log2(nodes)) + 2
+
+
+def test_hcas_are_named_as_the_profile_names_them(h100_127):
+    from podctl.facts import hca_names
+    from podctl.localize.localize import link_ends
+    from podctl.site import load_site
+    from tests.conftest import REPO
+
+    fabric, plan, router = h100_127
+    names = hca_names(load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"), "compute")
+    cable = next(c for c in plan.cables_in("node-leaf") if c.lower.device == "dgx005" and c.lower.port == 3)
+    assert link_ends(cable) == ("dgx005 mlx5_2", "ib-leaf-su01-r3[5]")  # without names: rail r is mlx5_<r-1>
+    assert link_ends(cable, names) == ("dgx005 mlx5_4", "ib-leaf-su01-r3[5]")  # DGX H100: GPU 2's HCA
+    sim = SimulatedFabric(plan, [Fault("dead-port", cable=cable)], fabric.rate, router)
+    diagnosis = localize(plan, sim, 0.9 * sim.rate_gbps, router, hca_names=names)
+    assert diagnosis.bad_links == (("dgx005 mlx5_4", "ib-leaf-su01-r3[5]"),)
+
+
+def test_when_every_node_is_slow_the_fallback_gives_up_in_about_log2_n_rounds():
+    from tests.localize.conftest import small_fabric
+    from podctl.topology import plan_fabric
+    from podctl.localize.routing import Router
+
+    fabric = small_fabric(32)
+    plan = plan_fabric(fabric)
+    setup = (fabric, plan, Router(plan))
+    _, diagnosis = run(setup, [Fault("slow-node", node=h) for h in fabric.nodes])
+    assert not diagnosis.healthy and diagnosis.bad_nodes == ()
+    assert diagnosis.rounds_used <= 1 + 2 * (math.ceil(math.log2(32)) + 2)

@@ -41,6 +41,7 @@ from typing import Any
 
 from validation import nvml as nvml_util
 from validation.result import CheckArgumentParser, Report, emit, parse_args, progress, run_check, summarize
+from validation.timing import timed
 
 PROFILES = {"quick": 20.0, "long": 7200.0}
 
@@ -163,19 +164,7 @@ class GemmWorker(_DeviceWorker):
             now = time.monotonic()
             if now >= deadline and self.rates:
                 break
-            if cuda:
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                begin.record()
-                for _ in range(per_chunk):
-                    torch.matmul(a, b, out=c)
-                end.record()
-                end.synchronize()
-                seconds = begin.elapsed_time(end) / 1e3
-            else:
-                t0 = time.perf_counter()
-                for _ in range(per_chunk):
-                    torch.matmul(a, b, out=c)
-                seconds = time.perf_counter() - t0
+            seconds = timed(lambda: torch.matmul(a, b, out=c), per_chunk, cuda)
             self.products += per_chunk
             rate = flops * per_chunk / seconds
             per_chunk = _resize(per_chunk, seconds, self.chunk_s)
@@ -246,19 +235,7 @@ class CopyWorker(_DeviceWorker):
         self.start_barrier.wait()
         deadline = time.monotonic() + self.duration_s
         while time.monotonic() < deadline or not self.rates:
-            if cuda:
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                begin.record()
-                for _ in range(per_chunk):
-                    dst.copy_(src)
-                end.record()
-                end.synchronize()
-                seconds = begin.elapsed_time(end) / 1e3
-            else:
-                t0 = time.perf_counter()
-                for _ in range(per_chunk):
-                    dst.copy_(src)
-                seconds = time.perf_counter() - t0
+            seconds = timed(lambda: dst.copy_(src), per_chunk, cuda)
             self.rates.append(moved * per_chunk / seconds)
             per_chunk = _resize(per_chunk, seconds, self.chunk_s)
         self.copy_correct = bool(torch.equal(dst, src))

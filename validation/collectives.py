@@ -24,11 +24,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from typing import Any, Callable
 
 from validation.launch import DistEnv, add_launch_arguments, init_process_group, launch_and_emit, use_cuda
 from validation.result import CheckArgumentParser, Report, hostname, parse_args, progress, summarize
+from validation.timing import timed
 from validation.units import human_size, parse_size, parse_threshold
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -166,24 +166,6 @@ class Case:
                 delattr(self, name)
 
 
-def _timed(op: Callable[[], Any], iterations: int, cuda: bool) -> float:
-    """Seconds for `iterations` back-to-back operations, measured on the device when there is one."""
-    import torch
-
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iterations):
-            op()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
-    for _ in range(iterations):
-        op()
-    return time.perf_counter() - t0
-
-
 def _align_ranks(device: Any, cuda: bool) -> None:
     """Start every timed chunk together: a tiny all_reduce, then wait for the device."""
     import torch
@@ -219,14 +201,14 @@ def measure_case(
     for _ in range(warmup):
         case.op()
     _align_ranks(case.device, cuda)
-    estimate = _timed(case.op, 2, cuda) / 2
+    estimate = timed(case.op, 2, cuda) / 2
     # Enough operations per chunk that launch and timer overheads vanish;
     # every rank must run the same count, so take the largest.
     iterations = int(_agree(min(max_iters, max(1, math.ceil(chunk_s / max(estimate, 1e-9)))), "max", case.device))
     times = []
     for _ in range(repeats):
         _align_ranks(case.device, cuda)
-        times.append(_timed(case.op, iterations, cuda))
+        times.append(timed(case.op, iterations, cuda))
     slowest = torch.tensor(times, dtype=torch.float64, device=case.device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     return correct, [t / iterations for t in slowest.tolist()], iterations

@@ -304,6 +304,16 @@ class Site:
     def profile_of(self, node: Node) -> Profile:
         return self.profiles[node.profile]
 
+    @property
+    def emulated(self) -> bool:
+        """Every node is a `podctl sim` container: its SSH key is the sim's, its host keys change on `sim up`."""
+        return all(self.profile_of(n).emulated for n in self.nodes)
+
+
+def mounts_shared_by(storage: tuple[StorageMount, ...], hosts: list[str] | tuple[str, ...]) -> list[StorageMount]:
+    """The storage every one of `hosts` mounts (none for no hosts), in site order."""
+    return [m for m in storage if hosts and set(hosts) <= set(m.clients)]
+
 
 def validation_python(site: Site) -> str:
     """The interpreter of the validation tools on the compute nodes: `{path}/venv/bin/python`.

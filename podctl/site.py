@@ -32,6 +32,7 @@ from .model import (
     Fabric,
     ManagementNetwork,
     Monitoring,
+    mounts_shared_by,
     Node,
     NodeGroup,
     NVLink,
@@ -768,7 +769,7 @@ class _Builder:
         path: PathKey = ("validation", "tools")
         compute = [n for n in self.nodes if Role.COMPUTE in n.roles]
         # A mount every compute node sees holds one install for all of them.
-        shared_mounts = [m for m in storage if compute and {n.hostname for n in compute} <= set(m.clients)]
+        shared_mounts = mounts_shared_by(storage, [n.hostname for n in compute])
         if "path" in t:
             where = posixpath.normpath(t["path"])
             if where in ("/", "/usr", "/etc", "/var", "/proc", "/sys", "/dev", "/boot", "/bin", "/lib", "/home"):

@@ -19,6 +19,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import PodctlError
+from ..model import Site
 from .errors import DeployError
 from .limit import expand_limit
 from .recap import Recap
@@ -37,11 +39,18 @@ def default_playbooks_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "playbooks"
 
 
-def sim_private_key(pod: str) -> Path | None:
+def site_private_key(site: Site, given: Path | None, first: str) -> Path | None:
+    """The SSH key for root on the site's nodes: `given`, else for a sim pod the key
+    `podctl sim up` made, else None (ssh's own defaults). `first` is what to run when
+    a sim pod has no key yet."""
+    if given is not None or not site.emulated:
+        return given
     from podctl.sim import state
 
-    key = state.ssh_key_path(pod)
-    return key if key.is_file() else None
+    key = state.ssh_key_path(site.name)
+    if not key.is_file():
+        raise PodctlError(f"pod {site.name}: no sim SSH key; bring the pod up first: {first}")
+    return key
 
 
 class LiveProgress:
@@ -182,18 +191,14 @@ def deploy(site_file: Path, only: str | None, skip: str | None, limit: str | Non
         check_validation_tools(site)
     all_hosts = [n.hostname for n in site.nodes]
     hosts = expand_limit(limit, all_hosts) if limit else all_hosts
-    emulated = all(site.profile_of(n).emulated for n in site.nodes)
-    if private_key is None and emulated:
-        private_key = sim_private_key(site.name)
-        if private_key is None:
-            raise DeployError(f"pod {site.name}: no sim SSH key; bring the pod up first: podctl sim up {site_file}")
+    private_key = site_private_key(site, private_key, f"podctl sim up {site_file}")
     playbooks = (playbooks_dir or default_playbooks_dir()).resolve()
     runs_dir = runs_dir.resolve()
     settings = ansible_settings(
         hosts=len(hosts), fast=not ansible_defaults, fact_cache_dir=fact_cache_dir(runs_dir, site.name),
         roles_path=playbooks / "roles", private_key=private_key,
         # The sim's containers get fresh host keys on every `sim up`.
-        host_key_checking=not emulated,
+        host_key_checking=not site.emulated,
     )
     request = DeployRequest(site=site, playbooks_dir=playbooks, stages=stages, hosts=hosts, limited=bool(limit),
                             settings=settings, runs_dir=runs_dir, check=check, diff=diff,

@@ -128,17 +128,12 @@ def validate(site_file: Path | None, local: bool, profile_name: str | None, suit
 
 def validate_site(site_file: Path, chosen: tuple[str, ...], burnin: str, report_dir: Path | None,
                   private_key: Path | None, drain: bool, ibnetdiscover: Path | None, iblinkinfo: Path | None) -> None:
-    from ..deploy.cli import sim_private_key
+    from ..deploy.cli import site_private_key
     from ..site import load_site
     from .pod import validate_pod
 
     site = load_site(site_file)
-    emulated = all(site.profile_of(n).emulated for n in site.nodes)
-    if private_key is None and emulated:
-        private_key = sim_private_key(site.name)
-        if private_key is None:
-            raise ValidationError(f"pod {site.name}: no sim SSH key; bring the pod up and deploy it first: "
-                                  f"podctl sim up {site_file} && podctl deploy {site_file}")
+    private_key = site_private_key(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")
     extra: list[CheckRun] = []
     if ibnetdiscover or iblinkinfo:
         from ..cabling.certify import cabling_runs

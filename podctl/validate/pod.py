@@ -20,7 +20,7 @@ from typing import Any
 
 from ..facts import Facts, hca_names
 from ..inventory import write_inventory
-from ..model import Profile, Reference, Role, Site, validation_python
+from ..model import Profile, Reference, Role, Site, mounts_shared_by, validation_python
 from .envelope import broken_envelope, parse_envelope
 from .figures import CHECK_SUITES, FIGURES
 from .judge import Certification, CheckRun, effective_reference, judge
@@ -55,7 +55,7 @@ def target(site: Site) -> PodTarget:
     hosts = tuple(h for h in compute if h not in excluded)
     if not hosts:
         raise ValidationError(f"{site.source}: validation.exclude leaves no compute node to validate")
-    shared = next((m.mountpoint for m in site.storage if set(compute) <= set(m.clients)), None)
+    shared = next((m.mountpoint for m in mounts_shared_by(site.storage, compute)), None)
     return PodTarget(site, hosts, {h: r for h, r in excluded.items() if h in compute}, site.slurm.controllers[0],
                      validation_python(site), shared)
 

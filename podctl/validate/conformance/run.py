@@ -69,7 +69,6 @@ def run_conformance(site: Site, inventory_dir: Path, workdir: Path, private_key:
                                "(podctl.inventory.write_inventory)")
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = [n.hostname for n in site.nodes]
-    emulated = all(site.profile_of(n).emulated for n in site.nodes)
     playbooks = default_playbooks_dir()
     settings = ansible_settings(
         hosts=len(hosts), fast=True,
@@ -77,7 +76,7 @@ def run_conformance(site: Site, inventory_dir: Path, workdir: Path, private_key:
         fact_cache_dir=workdir / "facts",
         roles_path=playbooks / "roles", private_key=private_key,
         # The sim's containers get fresh host keys on every `sim up`, as in podctl deploy.
-        host_key_checking=not emulated)
+        host_key_checking=not site.emulated)
 
     started = time.monotonic()
     say(f"rendering the configuration files of {len(hosts)} host(s)")

@@ -27,6 +27,7 @@ from typing import Any
 from podctl.facts import cached_plan, hca_names
 from podctl.model import Site
 from podctl.topology import SWITCH_TIERS, FabricPlan
+from podctl.validate.envelope import envelope, finding
 from podctl.validate.judge import CheckRun
 
 from .check import CablingReport, Finding, check_cabling, planned_ends
@@ -84,13 +85,13 @@ def _by_element(plan: FabricPlan, names: dict[str, tuple[str, ...]],
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     rows: dict[str, dict[str, Any]] = {}
     for report in reports:
-        for finding in report.findings:
-            message = finding.render(align=False)
+        for cable_finding in report.findings:
+            message = cable_finding.render(align=False)
             if message in rows:
                 rows[message]["sources"].append(report.source)
                 continue
-            scope, node, device = _element(finding, host_of, level, hosts)
-            rows[message] = {**finding.as_dict(), "problem": finding.problem, "message": message,
+            scope, node, device = _element(cable_finding, host_of, level, hosts)
+            rows[message] = {**cable_finding.as_dict(), "problem": cable_finding.problem, "message": message,
                              "device": device, "sources": [report.source]}
             out.setdefault((scope, node), []).append(rows[message])
     return out
@@ -124,8 +125,8 @@ def _device(end: str) -> str:
 
 
 def _run(scope: str, node: str, details: dict[str, Any], duration_s: float, passed: str | None = None) -> CheckRun:
-    findings = ([{"severity": "info", "message": passed, "device": None}] if passed is not None else
-                [{"severity": "error", "message": row["message"], "device": row["device"]} for row in details["cables"]])
-    envelope = {"check": "cabling", "host": node, "status": "pass" if passed is not None else "fail",
-                "duration_s": duration_s, "measurements": [], "findings": findings, "details": details}
-    return CheckRun(check="cabling", scope=scope, node=node, envelope=envelope)
+    findings = ([finding(passed, "info")] if passed is not None else
+                [finding(row["message"], device=row["device"]) for row in details["cables"]])
+    result = envelope("cabling", node, "pass" if passed is not None else "fail", findings, details=details,
+                      duration_s=duration_s)
+    return CheckRun(check="cabling", scope=scope, node=node, envelope=result)

@@ -37,5 +37,17 @@ def parse_envelope(stdout: str, returncode: int | None, stderr_tail: str, check:
 
 
 def broken_envelope(check: str, host: str, message: str) -> dict[str, Any]:
-    return {"check": check, "host": host, "status": "error", "duration_s": 0.0, "measurements": [],
-            "findings": [{"severity": "error", "message": message, "device": None}], "details": {}}
+    return envelope(check, host, "error", [finding(message)])
+
+
+def envelope(check: str, host: str, status: str, findings: list[dict[str, Any]], *,
+             measurements: list[dict[str, Any]] | None = None, details: dict[str, Any] | None = None,
+             duration_s: float = 0.0) -> dict[str, Any]:
+    """An envelope of validation/result.py's shape, for results podctl makes itself
+    (conformance, cabling, verdicts of multi-node tests, checks that could not run)."""
+    return {"check": check, "host": host, "status": status, "duration_s": duration_s,
+            "measurements": measurements or [], "findings": findings, "details": details or {}}
+
+
+def finding(message: str, severity: str = "error", device: str | None = None) -> dict[str, Any]:
+    return {"severity": severity, "message": message, "device": device}

@@ -30,6 +30,7 @@ from ..localize.localize import Diagnosis, Result, localize
 from ..localize.routing import Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
 from ..topology import FabricPlan
+from .envelope import envelope, finding
 from .judge import CheckRun
 from .slurm import Job, Slurm
 
@@ -83,13 +84,13 @@ class SlurmTester:
         self.on_progress = on_progress
         self.records: list[CheckRun] = []
         self.rounds = 0
-        self.round_name = "all-nodes"
+        self.label: str | None = None  # the next rounds' name; None: the localizer's rounds
         self.sweep = False  # the next jobs sweep every collective and size (for the report's curves)
 
     def run_round(self, tests: Sequence[Test]) -> list[Result]:
         check_disjoint(tests)
         self.rounds += 1
-        name = self.round_name if self.rounds == 1 else f"localize-{self.rounds}"
+        name = self.label or ("all-nodes" if self.rounds == 1 else f"localize-{self.rounds}")
         self.on_progress(f"nccl round {self.rounds} ({name}): {len(tests)} test(s) over "
                          f"{sum(len(t.nodes) for t in tests)} node(s)")
         with ThreadPoolExecutor(max_workers=max(1, min(len(tests), MAX_CONCURRENT_JOBS))) as pool:
@@ -99,9 +100,9 @@ class SlurmTester:
         if test.per_rail and not self.spec.emulated:
             figures = tuple(self._job(test, round_name, rail) for rail in range(1, self.rails + 1))
             return Result(test, min(figures), figures)
-        figure = self._job(test, round_name, test.rail)
+        value = self._job(test, round_name, test.rail)
         # In the sim every "rail" is the same bridge: one measurement stands for all of them.
-        return Result(test, figure, (figure,) * self.rails if test.per_rail else None)
+        return Result(test, value, (value,) * self.rails if test.per_rail else None)
 
     def _job(self, test: Test, round_name: str, rail: int | None) -> float:
         spec = self.spec
@@ -122,19 +123,19 @@ class SlurmTester:
         label = f"{round_name} {','.join(test.nodes)}" + (f" rail {rail}" if rail else "")
         job = Job(label, "collectives", tuple(test.nodes), spec.tasks_per_node, spec.gpus_per_node, tuple(argv),
                   env, spec.timeout_s)
-        envelope = self.slurm.run(job)
-        if _broke(envelope, spec.measurement):
-            self.on_progress(f"nccl: {label} broke ({_errors(envelope)[:200]}); trying it once more")
-            envelope = self.slurm.run(job)
-        envelope["details"]["round"] = round_name
+        result = self.slurm.run(job)
+        if _broke(result, spec.measurement):
+            self.on_progress(f"nccl: {label} broke ({_errors(result)[:200]}); trying it once more")
+            result = self.slurm.run(job)
+        result["details"]["round"] = round_name
         if rail is not None:
-            envelope["details"]["rail"] = rail
+            result["details"]["rail"] = rail
             # One HCA carries 1/rails of a node's traffic: scale it to compare with the node's bound.
-            envelope["details"]["rail_scale"] = 1 if spec.emulated else self.rails
+            result["details"]["rail_scale"] = 1 if spec.emulated else self.rails
         scope = "pair" if len(test.nodes) == 2 else "group"
-        record = CheckRun("collectives", scope, test.nodes[0], envelope)
+        record = CheckRun("collectives", scope, test.nodes[0], result)
         self.records.append(record)
-        if _broke(envelope, spec.measurement):
+        if _broke(result, spec.measurement):
             raise JobBroke(record)
         return figure(record, spec.measurement)
 
@@ -231,11 +232,10 @@ def run_nccl(slurm: Slurm, spec: NcclSpec, plan: FabricPlan, hosts: Sequence[str
                             f"suspects {', '.join(diagnosis.suspects) or 'none'}")
         localized_rounds = tester.rounds
         for name, tests in pairwise_rounds(plan, hosts):
-            tester.round_name = name
-            tester.rounds = 0  # the next call is that round's first: keep its name
+            tester.label = name
             tester.run_round(tests)
         if diagnosis is None or diagnosis.healthy:
-            tester.round_name, tester.rounds, tester.sweep = "all-nodes-sweep", 0, True
+            tester.label, tester.sweep = "all-nodes-sweep", True
             tester.run_round([Test(tuple(hosts))])
     except JobBroke as broke:
         # Nothing after a broken job is trustworthy evidence: report the job's error, on the pod.
@@ -331,10 +331,6 @@ def attribute(spec: NcclSpec, hosts: Sequence[str], records: list[CheckRun],
 
 def _envelope(host: str, status: str, value: float | None, measurement: str, problems: list[str],
               details: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "check": "collectives", "host": host, "hosts": [host], "status": status, "duration_s": 0.0,
-        "measurements": [] if value is None else [{"figure": measurement, "value": value, "unit": "GB/s",
-                                                   "device": None}],
-        "findings": [{"severity": "error", "message": m, "device": None} for m in problems],
-        "details": details,
-    }
+    measured = [] if value is None else [{"figure": measurement, "value": value, "unit": "GB/s", "device": None}]
+    return {**envelope("collectives", host, status, [finding(m) for m in problems], measurements=measured,
+                       details=details), "hosts": [host]}

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,13 +70,6 @@ class Slurm:
         envelope["hosts"] = list(job.nodes)
         envelope.setdefault("details", {})["slurm"] = {"label": job.label, "wall_s": round(time.monotonic() - started, 1)}
         return envelope
-
-    def run_all(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        """Jobs on disjoint nodes, all at once; envelopes in the order given."""
-        if len(jobs) <= 1:
-            return [self.run(j) for j in jobs]
-        with ThreadPoolExecutor(max_workers=min(len(jobs), 32)) as pool:
-            return list(pool.map(self.run, jobs))
 
     def drain(self, reasons: Mapping[str, str]) -> dict[str, str | None]:
         """Drain each node with its reason; host -> None, or why it could not be drained."""

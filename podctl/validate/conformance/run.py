@@ -38,6 +38,7 @@ from ...deploy.run import scrub_command_artifact
 from ...deploy.settings import AnsibleSettings, ansible_settings, control_path_dir
 from ...errors import PodctlError
 from ...model import Site
+from ..envelope import envelope, finding
 from ..judge import CheckRun
 from .common import (
     CHECK_NAME, CHECKS, DEFAULT_TIME_TOLERANCE_S, ENV_RENDER_ERRORS, ENV_RENDERED, ENV_TIME_TOLERANCE,
@@ -268,30 +269,25 @@ def _envelope(host: str, results: list[dict[str, Any]], problem: str | None) -> 
     reach = next((r for r in results if r["test"] == "test_reachable"), None)
     if not results:
         status = "error"
-        findings.append(_finding(f"the conformance tests did not run on {host}"
+        findings.append(finding(f"the conformance tests did not run on {host}"
                                  + (f": {problem}" if problem else "")))
     elif reach is not None and reach["outcome"] != "passed":
         status = "error"
-        findings.append(_finding(reach["message"] or f"{host} cannot be reached over SSH"))
+        findings.append(finding(reach["message"] or f"{host} cannot be reached over SSH"))
     else:
         for r in results:
             if r["outcome"] == "failed":
                 status = "fail" if status == "pass" else status
-                findings.extend(_finding(line) for line in r["message"].splitlines() if line.strip())
+                findings.extend(finding(line) for line in r["message"].splitlines() if line.strip())
             elif r["outcome"] == "error":
                 status = "error"
                 first = (r["message"].strip().splitlines() or ["no message"])[0]
-                findings.append(_finding(f"conformance test {_TITLES.get(r['test'], r['test'])} broke: {first}"))
+                findings.append(finding(f"conformance test {_TITLES.get(r['test'], r['test'])} broke: {first}"))
         if problem and status == "pass" and len(results) < len(CHECKS):
             status = "error"
-            findings.append(_finding(f"not every conformance test ran: {problem}"))
+            findings.append(finding(f"not every conformance test ran: {problem}"))
     tests = [{"name": r["test"], "title": _TITLES.get(r["test"], r["test"]), "outcome": r["outcome"],
               **({"message": r["message"]} if r["message"] else {}), "duration_s": round(r["duration_s"], 3)}
              for r in results]
-    return {"check": CHECK_NAME, "host": host, "status": status,
-            "duration_s": round(sum(r["duration_s"] for r in results), 3),
-            "measurements": [], "findings": findings, "details": {"tests": tests}}
-
-
-def _finding(message: str) -> dict[str, Any]:
-    return {"severity": "error", "message": message, "device": None}
+    return envelope(CHECK_NAME, host, status, findings, details={"tests": tests},
+                    duration_s=round(sum(r["duration_s"] for r in results), 3))

@@ -190,6 +190,7 @@ class PodValidation:
 def validate_pod(site: Site, suites: tuple[str, ...], burnin: str, workdir: Path, private_key: Path | None,
                  drain: bool, extra_runs: list[CheckRun], progress: Progress) -> PodValidation:
     pod = target(site)
+    facts = Facts(site)  # derived once: the fabric plan for nccl, the inventory for conformance
     # Every configuration problem before any suite runs: not after an hour of burn-in.
     spec: NcclSpec | None = None
     plan = None
@@ -197,7 +198,7 @@ def validate_pod(site: Site, suites: tuple[str, ...], burnin: str, workdir: Path
         if "compute" not in site.fabrics:
             raise ValidationError(f"{site.source}: the nccl suite plans its rounds over the compute fabric; "
                                   "declare fabrics.compute, or leave nccl out with --suite")
-        plan = Facts(site).plans["compute"]
+        plan = facts.plans["compute"]
         spec = nccl_spec(pod, suites)
     if "smoke" in suites:
         _uniform_profile(pod)
@@ -214,7 +215,7 @@ def validate_pod(site: Site, suites: tuple[str, ...], burnin: str, workdir: Path
 
         progress("conformance: rendering the inventory and the configs podctl would write ...")
         inventory = workdir / "inventory"
-        write_inventory(site, inventory, Facts(site))
+        write_inventory(site, inventory, facts)
         runs += run_conformance(site, inventory, workdir / "conformance", private_key, progress)
         failed = sorted({r.node for r in runs if r.check == "conformance" and r.status != "pass"})
         progress("conformance: " + (f"failing: {', '.join(failed)}" if failed else "every host conforms"))

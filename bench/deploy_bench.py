@@ -74,8 +74,10 @@ def main() -> None:
             print(f"{mode:17s} full {full:6.1f} s   no-change re-run {rerun:6.1f} s", flush=True)
 
     fast, base = results["podctl"], results["ansible-defaults"]
-    ratios = {"full": round(fast["full_s"] / base["full_s"], 2),
-              "no_change": round(fast["no_change_s"] / base["no_change_s"], 2)}
+    ratios = {
+        "full": round(fast["full_s"] / base["full_s"], 2),
+        "no_change": round(fast["no_change_s"] / base["no_change_s"], 2),
+    }
     print(f"\n{'':17s} {'full (s)':>9s} {'no-change (s)':>14s}")
     for mode, r in results.items():
         print(f"{mode:17s} {r['full_s']:9.1f} {r['no_change_s']:14.1f}")
@@ -85,9 +87,21 @@ def main() -> None:
     print(f"load average during the runs: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"site": args.site, "stages": args.stages, "results": results, "ratios": ratios,
-                               "goal_met": goal, "load_average": [min(loads), max(loads)],
-                               "cpus": os.cpu_count()}, indent=2) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "site": args.site,
+                "stages": args.stages,
+                "results": results,
+                "ratios": ratios,
+                "goal_met": goal,
+                "load_average": [min(loads), max(loads)],
+                "cpus": os.cpu_count(),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

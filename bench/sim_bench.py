@@ -32,7 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from podctl.sim import image, state  # noqa: E402
+from podctl import state  # noqa: E402
+from podctl.sim import image  # noqa: E402
 from podctl.sim.health import ssh_answers  # noqa: E402
 from podctl.sim.podman import Podman, pod_filter  # noqa: E402
 from podctl.sim.preflight import preflight  # noqa: E402
@@ -116,8 +117,10 @@ def main() -> None:
         figures: list[tuple[str, str]] = []
         if not args.skip_cold:
             cold, warm = build_times(podman, tmp)
-            figures += [("image build, cold (debootstrap + import)", f"{cold:.1f} s"),
-                        ("image build, rootfs cached (bake + import)", f"{warm:.1f} s")]
+            figures += [
+                ("image build, cold (debootstrap + import)", f"{cold:.1f} s"),
+                ("image build, rootfs cached (bake + import)", f"{warm:.1f} s"),
+            ]
 
         # The real image, so `up` below finds it cached.
         image.ensure_image(podman, image.default_recipe(), lambda _msg: None)

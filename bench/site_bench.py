@@ -41,11 +41,27 @@ def main() -> None:
         rows = []
         for units, nodes in SIZES:
             site = Path(tmp) / f"pod-{nodes}.yaml"
-            subprocess.run(PODCTL + ["init", "--profile", "dgx-h100", "--scalable-units", str(units),
-                                     "--name", f"pod{nodes}", "-o", str(site)], check=True,
-                           stderr=subprocess.DEVNULL)
-            for name, extra in (("check", []), ("plan", ["-o", "json"]),
-                                ("inventory", ["-o", str(Path(tmp) / f"inv-{nodes}")])):
+            subprocess.run(
+                PODCTL
+                + [
+                    "init",
+                    "--profile",
+                    "dgx-h100",
+                    "--scalable-units",
+                    str(units),
+                    "--name",
+                    f"pod{nodes}",
+                    "-o",
+                    str(site),
+                ],
+                check=True,
+                stderr=subprocess.DEVNULL,
+            )
+            for name, extra in (
+                ("check", []),
+                ("plan", ["-o", "json"]),
+                ("inventory", ["-o", str(Path(tmp) / f"inv-{nodes}")]),
+            ):
                 runs = [measure(PODCTL + [name, str(site)] + extra) for _ in range(args.repeat)]
                 walls = [w for w, _ in runs]
                 rows.append((nodes, name, statistics.median(walls), min(walls), max(walls), max(r for _, r in runs)))

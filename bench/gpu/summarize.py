@@ -1,6 +1,6 @@
 """Print a short table of the figures in validation JSON envelopes.
 
-    python3 bench/gpu/summarize.py results/*.json
+python3 bench/gpu/summarize.py results/*.json
 """
 
 from __future__ import annotations
@@ -10,9 +10,26 @@ import sys
 from pathlib import Path
 
 # Per-size sweep figures are many; these are the ones worth a glance.
-SHOWN = ("gemm_", "hbm_", "memory_", "sm_clock", "gpu_power", "gpu_temperature", "smoke_", "checkpoint_",
-         "all_reduce_busbw_1GiB", "all_reduce_busbw_8GiB", "all_gather_busbw_8GiB", "reduce_scatter_busbw_8GiB",
-         "all_to_all_busbw_8GiB", "nccl_", "gpu_count", "nvlink_", "cpu_", "memory_gib")
+SHOWN = (
+    "gemm_",
+    "hbm_",
+    "memory_",
+    "sm_clock",
+    "gpu_power",
+    "gpu_temperature",
+    "smoke_",
+    "checkpoint_",
+    "all_reduce_busbw_1GiB",
+    "all_reduce_busbw_8GiB",
+    "all_gather_busbw_8GiB",
+    "reduce_scatter_busbw_8GiB",
+    "all_to_all_busbw_8GiB",
+    "nccl_",
+    "gpu_count",
+    "nvlink_",
+    "cpu_",
+    "memory_gib",
+)
 
 
 def main(paths: list[str]) -> int:

@@ -25,6 +25,10 @@ reasons throughout, and ECC counters are compared before and after.
 CPU: the same in fp32 across all cores (torch, or numpy without torch), and
 memory bandwidth from large array copies; determinism is checked across the
 repeated products.
+
+Why one module of this size: the GPU and the CPU burn-in share their phases,
+telemetry sampling and the determinism check; split, each half would repeat
+the other's structure.
 """
 
 from __future__ import annotations
@@ -111,9 +115,19 @@ class _DeviceWorker(threading.Thread):
 class GemmWorker(_DeviceWorker):
     """One device's GEMM loop; timed chunks of back-to-back products, each checked afterwards."""
 
-    def __init__(self, label: str, device: Any, a_host: Any, b_host: Any, duration_s: float,
-                 warmup_s: float, chunk_s: float, start_barrier: threading.Barrier, burst: int = 0,
-                 burst_lock: threading.Lock | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        device: Any,
+        a_host: Any,
+        b_host: Any,
+        duration_s: float,
+        warmup_s: float,
+        chunk_s: float,
+        start_barrier: threading.Barrier,
+        burst: int = 0,
+        burst_lock: threading.Lock | None = None,
+    ) -> None:
         super().__init__(name=f"gemm-{label}", daemon=True)
         self.burst = burst
         self.burst_lock = burst_lock or threading.Lock()
@@ -179,7 +193,6 @@ class GemmWorker(_DeviceWorker):
         want = self.a_host[:rows].double() @ self.b_host.double()
         self.reference_rows_error = _relative_error(self.reference[:rows].cpu(), want)
 
-
     def _measure_burst(self, a: Any, b: Any, c: Any, flops: float) -> None:
         """Products timed one by one from a cool start, before the power cap pulls the clocks
         down: 5 warm-ups, then `burst` products, the method of the reference figure."""
@@ -204,8 +217,9 @@ class GemmWorker(_DeviceWorker):
 class CopyWorker(_DeviceWorker):
     """One device's copy loop: dst.copy_(src), counting bytes read plus bytes written."""
 
-    def __init__(self, label: str, device: Any, nbytes: int, duration_s: float, chunk_s: float,
-                 start_barrier: threading.Barrier) -> None:
+    def __init__(
+        self, label: str, device: Any, nbytes: int, duration_s: float, chunk_s: float, start_barrier: threading.Barrier
+    ) -> None:
         super().__init__(name=f"copy-{label}", daemon=True)
         self.label, self.device, self.nbytes = label, device, nbytes
         self.duration_s, self.chunk_s = duration_s, chunk_s
@@ -258,12 +272,16 @@ def _report_determinism(report: Report, gemms: list[GemmWorker], across: str) ->
     report.details["gemm_output_sha256"] = hashes
     for w in gemms:
         if w.mismatches:
-            report.error(f"GEMM output changed between repetitions in {w.mismatches} of "
-                         f"{w.chunks_checked} checks (silent data corruption?)", w.label)
+            report.error(
+                f"GEMM output changed between repetitions in {w.mismatches} of "
+                f"{w.chunks_checked} checks (silent data corruption?)",
+                w.label,
+            )
         # bf16 outputs round at about 4e-3; a wrong product is off by orders more.
         if w.reference_rows_error is not None and w.reference_rows_error > 2e-2:
-            report.error(f"GEMM rows differ from a float64 host reference (relative error "
-                         f"{w.reference_rows_error:.2e})", w.label)
+            report.error(
+                f"GEMM rows differ from a float64 host reference (relative error {w.reference_rows_error:.2e})", w.label
+            )
     for label in odd_ones_out(hashes):
         report.error(f"GEMM output differs from the other {across}' bit-for-bit (silent data corruption?)", label)
     report.details["determinism"] = {
@@ -303,8 +321,10 @@ def gpu_burnin(report: Report, args: argparse.Namespace, duration: float) -> Non
     warmup = min(args.warmup, duration / 4)
     barrier = threading.Barrier(len(devices))
     burst_lock = threading.Lock()
-    gemms = [GemmWorker(label, dev, a_host, b_host, duration, warmup, args.chunk, barrier, args.burst, burst_lock)
-             for label, dev in devices.items()]
+    gemms = [
+        GemmWorker(label, dev, a_host, b_host, duration, warmup, args.chunk, barrier, args.burst, burst_lock)
+        for label, dev in devices.items()
+    ]
     progress(f"bf16 GEMM {n}^3 on {len(gemms)} GPUs for {duration:g} s ({warmup:g} s warm-up excluded)")
     _run_workers(gemms, report, duration + 300)
     hbm_s = args.hbm_duration if args.hbm_duration is not None else max(3.0, 0.1 * duration)
@@ -322,46 +342,70 @@ def gpu_burnin(report: Report, args: argparse.Namespace, duration: float) -> Non
         # tables measure GEMM) and the sustained rate over the whole stress.
         if w.burst_rates:
             m = report.measure_samples("gemm_bf16_tflops", [r / 1e12 for r in w.burst_rates], "TFLOP/s", w.label)
-            progress(f"{w.label}: burst {m.value:.1f} TFLOP/s (p10 {m.spread['p10']:.1f}, p90 {m.spread['p90']:.1f})")
+            if m is not None:
+                progress(
+                    f"{w.label}: burst {m.value:.1f} TFLOP/s (p10 {m.spread['p10']:.1f}, p90 {m.spread['p90']:.1f})"
+                )
         if w.rates:
             m = report.measure_samples("gemm_bf16_tflops_sustained", [r / 1e12 for r in w.rates], "TFLOP/s", w.label)
-            progress(f"{w.label}: sustained {m.value:.1f} TFLOP/s (p10 {m.spread['p10']:.1f}, p90 {m.spread['p90']:.1f})")
+            if m is None:
+                continue
+            progress(
+                f"{w.label}: sustained {m.value:.1f} TFLOP/s (p10 {m.spread['p10']:.1f}, p90 {m.spread['p90']:.1f})"
+            )
             if w.burst_rates:
                 ratio = m.value / summarize([r / 1e12 for r in w.burst_rates])[0]
                 if ratio < 0.9:
-                    report.info(f"sustained GEMM runs at {ratio:.0%} of the burst rate "
-                                "(clocks lowered at the power limit; see telemetry)", w.label)
+                    report.info(
+                        f"sustained GEMM runs at {ratio:.0%} of the burst rate "
+                        "(clocks lowered at the power limit; see telemetry)",
+                        w.label,
+                    )
     for w in copies:
         if w.rates:
             m = report.measure_samples("hbm_bandwidth", [r / 1e12 for r in w.rates], "TB/s", w.label)
-            progress(f"{w.label}: HBM copy {m.value:.2f} TB/s")
+            if m is not None:
+                progress(f"{w.label}: HBM copy {m.value:.2f} TB/s")
         if w.copy_correct is False:
             report.error("device-to-device copy produced different bytes", w.label)
     _report_determinism(report, gemms, "GPUs")
-    report.details.update({
-        "device": "gpu", "gemm": {"size": n, "dtype": "bfloat16", "seed": args.seed,
-                                  "burst": f"median of {args.burst} single products after 5 warm-ups, one GPU at a time",
-                                  "sustained": f"median of {args.chunk:g} s chunks over {duration:g} s "
-                                               f"after {warmup:g} s warm-up",
-                                  "products": {w.label: w.products for w in gemms},
-                                  # In order, to show clock ramp-up or a power-cap drop within the burst.
-                                  "burst_series_tflops": {w.label: [round(r / 1e12, 1) for r in w.burst_rates]
-                                                          for w in gemms}},
-        "hbm": {"buffer_gib": args.hbm_gib, "duration_s": hbm_s, "counts": "bytes read + bytes written"},
-        "device_names": {label: torch.cuda.get_device_name(dev) for label, dev in devices.items()},
-        "duration_s": duration, "warmup_s": warmup,
-    })
+    report.details.update(
+        {
+            "device": "gpu",
+            "gemm": {
+                "size": n,
+                "dtype": "bfloat16",
+                "seed": args.seed,
+                "burst": f"median of {args.burst} single products after 5 warm-ups, one GPU at a time",
+                "sustained": f"median of {args.chunk:g} s chunks over {duration:g} s after {warmup:g} s warm-up",
+                "products": {w.label: w.products for w in gemms},
+                # In order, to show clock ramp-up or a power-cap drop within the burst.
+                "burst_series_tflops": {w.label: [round(r / 1e12, 1) for r in w.burst_rates] for w in gemms},
+            },
+            "hbm": {"buffer_gib": args.hbm_gib, "duration_s": hbm_s, "counts": "bytes read + bytes written"},
+            "device_names": {label: torch.cuda.get_device_name(dev) for label, dev in devices.items()},
+            "duration_s": duration,
+            "warmup_s": warmup,
+        }
+    )
     if sampler:
         _report_sampling(report, nvml, handles, sampler, ecc_before)
 
 
-def _report_sampling(report: Report, nvml: Any, handles: dict[str, Any], sampler: nvml_util.Sampler,
-                     ecc_before: dict[str, dict[str, int | None]]) -> None:
+def _report_sampling(
+    report: Report,
+    nvml: Any,
+    handles: dict[str, Any],
+    sampler: nvml_util.Sampler,
+    ecc_before: dict[str, dict[str, int | None]],
+) -> None:
     telemetry: dict[str, Any] = {}
     for label, handle in handles.items():
         series = sampler.samples[label]
         for figure, unit in (("sm_clock_mhz", "MHz"), ("gpu_temperature_c", "C"), ("gpu_power_w", "W")):
-            key = {"sm_clock_mhz": "sm_clock_mhz", "gpu_temperature_c": "temperature_c", "gpu_power_w": "power_w"}[figure]
+            key = {"sm_clock_mhz": "sm_clock_mhz", "gpu_temperature_c": "temperature_c", "gpu_power_w": "power_w"}[
+                figure
+            ]
             if series[key]:
                 report.measure_samples(figure, series[key], unit, label)
         counts = sampler.throttle_counts[label]
@@ -373,8 +417,12 @@ def _report_sampling(report: Report, nvml: Any, handles: dict[str, Any], sampler
             elif reason == "sw_thermal_slowdown":
                 report.warning(f"clocks throttled for temperature: {share}", label)
         ecc_after = nvml_util.ecc_counts(nvml, handle)
-        delta = {k: (ecc_after[k] - ecc_before[label][k]) if ecc_after.get(k) is not None
-                 and ecc_before[label].get(k) is not None else None for k in ecc_after}
+        delta = {
+            k: (ecc_after[k] - ecc_before[label][k])
+            if ecc_after.get(k) is not None and ecc_before[label].get(k) is not None
+            else None
+            for k in ecc_after
+        }
         if delta.get("volatile_uncorrected"):
             report.error(f"{delta['volatile_uncorrected']} uncorrected ECC errors during burn-in", label)
         if delta.get("volatile_corrected"):
@@ -421,12 +469,17 @@ def cpu_burnin(report: Report, args: argparse.Namespace, duration: float) -> Non
     if copy.copy_correct is False:
         report.error("memory copy produced different bytes", "cpu")
     _report_determinism(report, [gemm], "runs")
-    report.details.update({
-        "device": "cpu", "threads": usable, "backend": "torch",
-        "gemm": {"size": n, "dtype": "float32", "seed": args.seed, "products": gemm.products},
-        "memory": {"buffer_mib": args.mem_mib, "duration_s": mem_s, "counts": "bytes read + bytes written"},
-        "duration_s": duration, "warmup_s": warmup,
-    })
+    report.details.update(
+        {
+            "device": "cpu",
+            "threads": usable,
+            "backend": "torch",
+            "gemm": {"size": n, "dtype": "float32", "seed": args.seed, "products": gemm.products},
+            "memory": {"buffer_mib": args.mem_mib, "duration_s": mem_s, "counts": "bytes read + bytes written"},
+            "duration_s": duration,
+            "warmup_s": warmup,
+        }
+    )
 
 
 def _numpy_burnin(report: Report, args: argparse.Namespace, duration: float) -> None:
@@ -465,9 +518,15 @@ def _numpy_burnin(report: Report, args: argparse.Namespace, duration: float) -> 
     report.measure_samples("memory_bandwidth", [r / 1e9 for r in copy_rates], "GB/s", "cpu")
     if mismatches:
         report.error(f"GEMM output changed between repetitions in {mismatches} of {checks} checks", "cpu")
-    report.details.update({"device": "cpu", "backend": "numpy", "gemm": {"size": n, "dtype": "float32"},
-                           "determinism": {"checks_per_device": {"cpu": checks}, "mismatches": {"cpu": mismatches}},
-                           "gemm_output_sha256": {"cpu": hashlib.sha256(reference.tobytes()).hexdigest()}})
+    report.details.update(
+        {
+            "device": "cpu",
+            "backend": "numpy",
+            "gemm": {"size": n, "dtype": "float32"},
+            "determinism": {"checks_per_device": {"cpu": checks}, "mismatches": {"cpu": mismatches}},
+            "gemm_output_sha256": {"cpu": hashlib.sha256(reference.tobytes()).hexdigest()},
+        }
+    )
 
 
 def run(report: Report, args: argparse.Namespace) -> None:
@@ -487,8 +546,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = CheckArgumentParser(prog="python3 -m validation.burnin", description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", choices=sorted(PROFILES), default="quick",
-                   help="quick: 20 s of GEMM; long: 7200 s")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="quick: 20 s of GEMM; long: 7200 s")
     p.add_argument("--duration", type=float, help="seconds of GEMM stress (overrides the profile)")
     p.add_argument("--cpu", action="store_true", help="measure the CPU even where GPUs exist")
     p.add_argument("--gpus", help="comma-separated CUDA indices (default: all)")

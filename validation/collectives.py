@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from validation.launch import DistEnv, add_launch_arguments, init_process_group, launch_and_emit, use_cuda
 from validation.result import CheckArgumentParser, Report, hostname, parse_args, progress, summarize
@@ -246,7 +247,9 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
 
         ranks = [None] * n
         name = torch.cuda.get_device_name(device) if cuda else "cpu"
-        dist.all_gather_object(ranks, {"rank": env.rank, "host": hostname(), "local_rank": env.local_rank, "device": name})
+        dist.all_gather_object(
+            ranks, {"rank": env.rank, "host": hostname(), "local_rank": env.local_rank, "device": name}
+        )
         # Warm the communicator (NCCL sets up its channels on first use).
         _align_ranks(device, cuda)
 
@@ -262,7 +265,9 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
                             report.warning(f"{collective} at {human_size(size)} skipped: not enough free GPU memory")
                         continue
                 case = Case(collective, size, dtype, device, env.rank, n)
-                correct, per_op, iterations = measure_case(case, cuda, args.warmup_iters, repeats, chunk_s, args.max_iters)
+                correct, per_op, iterations = measure_case(
+                    case, cuda, args.warmup_iters, repeats, chunk_s, args.max_iters
+                )
                 count = case.count
                 case.free()
                 del case
@@ -273,30 +278,45 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
                 busbw_samples = [bandwidths(collective, size, t, n)[1] for t in per_op]
                 _, busbw_spread = summarize(busbw_samples)
                 row = {
-                    "size_bytes": size, "count": count, "time_us": median_s * 1e6,
+                    "size_bytes": size,
+                    "count": count,
+                    "time_us": median_s * 1e6,
                     "time_us_spread": {k: v * 1e6 for k, v in time_spread.items()},
-                    "algbw_gbps": algbw, "busbw_gbps": busbw, "busbw_spread": busbw_spread,
-                    "iterations_per_chunk": iterations, "chunks": repeats, "correct": correct,
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": busbw,
+                    "busbw_spread": busbw_spread,
+                    "iterations_per_chunk": iterations,
+                    "chunks": repeats,
+                    "correct": correct,
                 }
                 rows[collective].append(row)
                 if not correct:
                     failures.append((collective, size))
                 if env.rank == 0:
-                    report.measure(f"{collective}_busbw_{human_size(size)}", busbw, "GB/s", None,
-                                   len(busbw_samples), busbw_spread)
-                    progress(f"{collective:>14} {human_size(size):>7} {median_s * 1e6:11.1f} us "
-                             f"algbw {algbw:8.2f} busbw {busbw:8.2f} GB/s x{iterations} "
-                             f"{'ok' if correct else 'WRONG'}")
+                    report.measure(
+                        f"{collective}_busbw_{human_size(size)}", busbw, "GB/s", None, len(busbw_samples), busbw_spread
+                    )
+                    progress(
+                        f"{collective:>14} {human_size(size):>7} {median_s * 1e6:11.1f} us "
+                        f"algbw {algbw:8.2f} busbw {busbw:8.2f} GB/s x{iterations} "
+                        f"{'ok' if correct else 'WRONG'}"
+                    )
         if env.rank != 0:
             return None
 
-        report.details.update({
-            "world_size": n, "backend": backend, "dtype": dtype_name, "ranks": ranks,
-            "nccl_version": _nccl_version() if cuda else None,
-            "torch": torch.__version__, "sweep": rows,
-            "method": f"median of {repeats} timed chunks after {args.warmup_iters} warm-up ops; "
-                      f"each chunk >= {args.chunk_ms:g} ms; slowest rank per chunk",
-        })
+        report.details.update(
+            {
+                "world_size": n,
+                "backend": backend,
+                "dtype": dtype_name,
+                "ranks": ranks,
+                "nccl_version": _nccl_version() if cuda else None,
+                "torch": torch.__version__,
+                "sweep": rows,
+                "method": f"median of {repeats} timed chunks after {args.warmup_iters} warm-up ops; "
+                f"each chunk >= {args.chunk_ms:g} ms; slowest rank per chunk",
+            }
+        )
         report.details["correct"] = not failures
         for collective, size in failures:
             report.error(f"{collective} at {human_size(size)} gave wrong results on at least one rank")
@@ -311,8 +331,9 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
             if row is None:
                 report.error(f"{collective} busbw at {human_size(size)} was not measured (expected >= {bound:g} GB/s)")
             elif row["busbw_gbps"] < bound:
-                report.error(f"{collective} busbw at {human_size(size)} is {row['busbw_gbps']:.1f} GB/s, "
-                             f"expected >= {bound:g}")
+                report.error(
+                    f"{collective} busbw at {human_size(size)} is {row['busbw_gbps']:.1f} GB/s, expected >= {bound:g}"
+                )
         return report.to_dict()
     finally:
         dist.destroy_process_group()
@@ -325,14 +346,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-bytes", help="smallest size (default 1M on GPU, 64K on CPU)")
     p.add_argument("--max-bytes", help="largest size (default 8G on GPU, 16M on CPU)")
     p.add_argument("--factor", type=int, default=2)
-    p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), help="default bfloat16 on GPU, float32 on CPU")
+    p.add_argument(
+        "--dtype", choices=("bfloat16", "float16", "float32"), help="default bfloat16 on GPU, float32 on CPU"
+    )
     p.add_argument("--warmup-iters", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10, help="timed chunks per size (median over them)")
     p.add_argument("--chunk-ms", type=float, default=25.0, help="least duration of one timed chunk")
     p.add_argument("--max-iters", type=int, default=2000, help="most operations in one chunk")
     p.add_argument("--expect-world-size", type=int)
-    p.add_argument("--min-busbw", action="append", metavar="[COLLECTIVE:]SIZE=GBPS",
-                   help="e.g. all_reduce:1GiB=314 (repeatable; collective defaults to all_reduce)")
+    p.add_argument(
+        "--min-busbw",
+        action="append",
+        metavar="[COLLECTIVE:]SIZE=GBPS",
+        help="e.g. all_reduce:1GiB=314 (repeatable; collective defaults to all_reduce)",
+    )
     return p
 
 

@@ -24,17 +24,28 @@ class GPTConfig:
     d_model: int
     micro_batch: int
     lr: float
+    # Token ids the synthetic data uses, and the classes the loss is taken over (the head still
+    # computes all vocab_size logits, so the FLOPs are the whole model's); 0: the whole vocabulary.
+    data_vocab: int = 0
+
+    @property
+    def classes(self) -> int:
+        return min(self.data_vocab, self.vocab_size) if self.data_vocab else self.vocab_size
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def with_overrides(self, **overrides: int | float | None) -> "GPTConfig":
+    def with_overrides(self, **overrides: int | float | None) -> GPTConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
 PRESETS = {
-    "gpt-944m": GPTConfig(vocab_size=32768, seq_len=2048, n_layer=16, n_head=16, d_model=2048, micro_batch=8, lr=3e-4),
-    "gpt-125m": GPTConfig(vocab_size=32768, seq_len=1024, n_layer=12, n_head=12, d_model=768, micro_batch=16, lr=6e-4),
+    "gpt-944m": GPTConfig(
+        vocab_size=32768, seq_len=2048, n_layer=16, n_head=16, d_model=2048, micro_batch=8, lr=3e-4, data_vocab=4096
+    ),
+    "gpt-125m": GPTConfig(
+        vocab_size=32768, seq_len=1024, n_layer=12, n_head=12, d_model=768, micro_batch=16, lr=6e-4, data_vocab=4096
+    ),
     "tiny": GPTConfig(vocab_size=512, seq_len=64, n_layer=2, n_head=2, d_model=64, micro_batch=8, lr=3e-3),
 }
 
@@ -107,7 +118,10 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.ln_f(x))
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        # Over the classes the data uses: ids that never occur would otherwise be pushed down along one
+        # shared direction of the last hidden state, which an Adam step can flip (bench/gpu/spike.md).
+        classes = self.cfg.classes
+        return F.cross_entropy(logits[..., :classes].float().reshape(-1, classes), targets.view(-1))
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -120,11 +134,14 @@ def flops_per_token(n_params: int, cfg: GPTConfig) -> float:
     return 6.0 * n_params + 12.0 * cfg.n_layer * cfg.d_model * cfg.seq_len
 
 
-def synthetic_batch(cfg: GPTConfig, generator: torch.Generator, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Learnable synthetic tokens: each next token is the previous plus 1..4, modulo an
-    eighth of the vocabulary. The loss falls fast (the model first learns which tokens
-    never occur, then the successor rule) toward ln 4, so a falling loss is a real signal."""
-    active = max(8, cfg.vocab_size // 8)
+def synthetic_batch(
+    cfg: GPTConfig, generator: torch.Generator, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Learnable synthetic tokens: each next token is the previous plus 1..4, modulo the
+    data's share of the vocabulary (cfg.classes), so the loss falls from ln(classes) toward
+    ln 4 and a falling loss is a real signal. The loss is taken over those classes only
+    (GPT.forward): see bench/gpu/spike.md for why."""
+    active = cfg.classes
     shape = (cfg.micro_batch, cfg.seq_len + 1)
     start = torch.randint(0, active, (cfg.micro_batch, 1), generator=generator, device=device)
     steps = torch.randint(1, 5, shape, generator=generator, device=device)

@@ -9,17 +9,22 @@ NVLink, PCIe), XID events from the kernel log, InfiniBand ports from sysfs,
 CPU cores and memory from /proc. A part that does not apply here (no NVML
 and no GPUs expected, no HCA and none expected) is reported as skipped in
 details["parts"]; a mismatch against an expectation is an error finding.
+
+Why one module of this size: each part (GPUs through NVML, XID events, HCA
+ports, CPU and memory) is small, and the check runs as one process that must
+start fast on a node with nothing but the standard library and NVML.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,6 +46,7 @@ class Expectations:
     memory_gib: float | None = None
     hcas: int | None = None
     hca_rate_gbps: float | None = None
+    pcie_width: int | None = None
     # Installed memory is never all visible: the kernel, firmware and the
     # GPU driver keep some back, so sizes are compared with a tolerance.
     memory_tolerance: float = 0.06
@@ -50,9 +56,7 @@ def _compare_size(
     report: Report, what: str, actual: float, expected: float, tolerance: float, device: str | None
 ) -> None:
     if actual < expected * (1.0 - tolerance):
-        report.error(
-            f"{what} is {actual:.1f} GiB, expected {expected:g} GiB (tolerance {tolerance:.0%})", device
-        )
+        report.error(f"{what} is {actual:.1f} GiB, expected {expected:g} GiB (tolerance {tolerance:.0%})", device)
     elif actual > expected * (1.0 + tolerance):
         report.warning(f"{what} is {actual:.1f} GiB, more than the expected {expected:g} GiB", device)
 
@@ -180,9 +184,18 @@ def _check_one_gpu(report: Report, nvml: ModuleType, handle: Any, index: int, ex
         report.measure("pcie_link_width", pcie["current_width"], "lanes", label)
     if pcie["current_width"] is not None and pcie["max_width"] and pcie["current_width"] < pcie["max_width"]:
         report.warning(f"PCIe link runs x{pcie['current_width']} of x{pcie['max_width']}", label)
+    if exp.pcie_width is not None and pcie["current_width"] is not None and pcie["current_width"] < exp.pcie_width:
+        report.error(f"PCIe link runs x{pcie['current_width']}, expected x{exp.pcie_width}", label)
     if pcie["current_gen"] is not None and pcie["max_gen"] and pcie["current_gen"] < pcie["max_gen"]:
         # An idle GPU lowers its link speed to save power; only width is a fault at rest.
         report.info(f"PCIe link at gen {pcie['current_gen']} of {pcie['max_gen']} (normal when idle)", label)
+
+    # Clock-event reasons at rest: a hardware or thermal slowdown now means cooling or power delivery.
+    mask = q(nvml_util.throttle_reasons_fn(nvml), handle)
+    gpu["clock_event_reasons"] = nvml_util.decode_throttle_reasons(int(mask)) if mask is not None else None
+    for reason in gpu["clock_event_reasons"] or ():
+        if reason in nvml_util.HARDWARE_THROTTLES or reason == "sw_thermal_slowdown":
+            report.error(f"clocks held down: {reason}", label)
     return gpu
 
 
@@ -281,16 +294,42 @@ def read_kernel_log() -> tuple[str | None, str]:
     return None, "; ".join(problems) or "neither journalctl nor dmesg is installed"
 
 
-def check_xids(report: Report, log_text: str | None, source: str, gpu_labels: dict[str, str]) -> dict:
+def xid_key(event: XidEvent) -> str:
+    return f"{event.prefix}|{event.code}|{event.pci}|{event.message[:80]}"
+
+
+def check_xids(
+    report: Report,
+    log_text: str | None,
+    source: str,
+    gpu_labels: dict[str, str],
+    state: Path | None = None,
+) -> dict:
+    """XID events of this boot's kernel log as findings. With `state` (a JSON file of the
+    events seen by the last run), only events not seen before count: the health gate runs
+    every few minutes, and an XID it reported once has already drained the node."""
     part: dict[str, Any] = {"source": source}
     if log_text is None:
         report.warning(f"kernel log unreadable, XIDs not checked ({source})")
         part["status"] = "skipped"
         return part
     events = parse_xid_events(log_text)
+    if state is not None:
+        seen = _read_seen(state)
+        keys = [xid_key(e) for e in events]
+        _write_seen(state, keys)
+        part["seen_before"] = sum(1 for k in keys if k in seen)
+        events = [e for e, k in zip(events, keys, strict=True) if k not in seen]
     part["status"] = "checked"
     part["events"] = [
-        {"code": e.code, "pci": e.pci, "severity": e.severity, "pid": e.pid, "message": e.message[:300], "when": e.prefix}
+        {
+            "code": e.code,
+            "pci": e.pci,
+            "severity": e.severity,
+            "pid": e.pid,
+            "message": e.message[:300],
+            "when": e.prefix,
+        }
         for e in events
     ]
     by_device_code: dict[tuple[str, int], list[XidEvent]] = {}
@@ -308,6 +347,21 @@ def check_xids(report: Report, log_text: str | None, source: str, gpu_labels: di
     return part
 
 
+def _read_seen(state: Path) -> set[str]:
+    try:
+        data = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {k for k in data.get("seen", []) if isinstance(k, str)} if isinstance(data, dict) else set()
+
+
+def _write_seen(state: Path, keys: list[str]) -> None:
+    state.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state.with_name(f".{state.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"seen": keys}))
+    os.replace(tmp, state)
+
+
 # --------------------------------------------------------------------------- InfiniBand
 
 
@@ -319,6 +373,9 @@ class IbPort:
     phys_state: str
     rate_gbps: float | None
     link_layer: str
+    # sysfs counters/<file> -> value: symbol_error, link_downed, port_rcv_errors, ... (podctl places
+    # the error counters on the plan's cables as evidence; see podctl.ibfabric.evidence)
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 def parse_ib_rate(text: str) -> float | None:
@@ -337,6 +394,20 @@ def _read(path: Path) -> str:
 def _sysfs_state(text: str) -> str:
     """'4: ACTIVE' -> 'ACTIVE'"""
     return text.split(":", 1)[-1].strip() if text else "unknown"
+
+
+def _counters(folder: Path) -> dict[str, int]:
+    """A port's sysfs counters that read as numbers (some need privileges; those are left out)."""
+    out: dict[str, int] = {}
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return out
+    for name in names[:64]:
+        text = _read(folder / name)
+        if text.isdigit() and len(text) <= 20:
+            out[name] = int(text)
+    return out
 
 
 def read_ib_ports(sysfs_root: Path, device_filter: str | None = None) -> list[IbPort] | None:
@@ -361,6 +432,7 @@ def read_ib_ports(sysfs_root: Path, device_filter: str | None = None) -> list[Ib
                     phys_state=_sysfs_state(_read(port_dir / "phys_state")),
                     rate_gbps=parse_ib_rate(_read(port_dir / "rate")),
                     link_layer=_read(port_dir / "link_layer") or "unknown",
+                    counters=_counters(port_dir / "counters"),
                 )
             )
     return ports
@@ -450,7 +522,10 @@ def check_cpu_memory(report: Report, exp: Expectations, proc_root: Path) -> dict
     memory: dict[str, Any] = {}
     if "MemTotal" in meminfo:
         total_gib = meminfo["MemTotal"] * 1024 / GIB
-        memory = {"total_gib": round(total_gib, 2), "available_gib": round(meminfo.get("MemAvailable", 0) * 1024 / GIB, 2)}
+        memory = {
+            "total_gib": round(total_gib, 2),
+            "available_gib": round(meminfo.get("MemAvailable", 0) * 1024 / GIB, 2),
+        }
         report.measure("memory_gib", round(total_gib, 2), "GiB")
         if exp.memory_gib is not None:
             _compare_size(report, "memory (MemTotal)", total_gib, exp.memory_gib, exp.memory_tolerance, None)
@@ -462,8 +537,17 @@ def check_cpu_memory(report: Report, exp: Expectations, proc_root: Path) -> dict
 # --------------------------------------------------------------------------- main
 
 
-def run(report: Report, exp: Expectations, kernel_log: Path | None, sysfs_root: Path, proc_root: Path,
-        hca_filter: str | None, nvml: ModuleType | None = None, why_no_nvml: str | None = None) -> None:
+def run(
+    report: Report,
+    exp: Expectations,
+    kernel_log: Path | None,
+    sysfs_root: Path,
+    proc_root: Path,
+    hca_filter: str | None,
+    nvml: ModuleType | None = None,
+    why_no_nvml: str | None = None,
+    xid_state: Path | None = None,
+) -> None:
     parts: dict[str, Any] = {}
     report.details["parts"] = parts
     report.details["expectations"] = {k: v for k, v in exp.__dict__.items() if v is not None}
@@ -475,7 +559,7 @@ def run(report: Report, exp: Expectations, kernel_log: Path | None, sysfs_root: 
         log_text, source = kernel_log.read_text(errors="replace"), str(kernel_log)
     else:
         log_text, source = read_kernel_log()
-    parts["xid"] = check_xids(report, log_text, source, gpu_labels)
+    parts["xid"] = check_xids(report, log_text, source, gpu_labels, xid_state)
 
     parts["infiniband"] = check_ib(report, read_ib_ports(sysfs_root, hca_filter), exp)
     parts.update(check_cpu_memory(report, exp, proc_root))
@@ -492,6 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expect-memory-gib", type=float)
     p.add_argument("--expect-hcas", type=int)
     p.add_argument("--expect-hca-rate-gbps", type=float)
+    p.add_argument("--expect-pcie-width", type=int, help="PCIe lanes per GPU link, e.g. 16")
+    p.add_argument(
+        "--xid-state", type=Path, help="JSON file of the XIDs seen by the last run: report only new ones (health gate)"
+    )
     p.add_argument("--memory-tolerance", type=float, default=0.06, help="fraction (default 0.06)")
     p.add_argument("--hca-filter", help="regex on HCA names to consider, e.g. '^mlx5_[0-7]$'")
     p.add_argument("--kernel-log", type=Path, help="read XIDs from this file instead of journalctl/dmesg")
@@ -514,12 +602,13 @@ def main(argv: list[str] | None = None) -> int:
         memory_gib=args.expect_memory_gib,
         hcas=args.expect_hcas,
         hca_rate_gbps=args.expect_hca_rate_gbps,
+        pcie_width=args.expect_pcie_width,
         memory_tolerance=args.memory_tolerance,
     )
 
     def body(report: Report) -> None:
         nvml, why = nvml_util.load()
-        run(report, exp, args.kernel_log, args.sysfs_root, args.proc_root, args.hca_filter, nvml, why)
+        run(report, exp, args.kernel_log, args.sysfs_root, args.proc_root, args.hca_filter, nvml, why, args.xid_state)
 
     return emit(run_check("health", body))
 

@@ -24,9 +24,10 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from validation.result import dumps, emit, error_envelope
 
@@ -96,8 +97,10 @@ def env_from_environ(environ: Mapping[str, str]) -> DistEnv | None:
         match = re.match(r"\d+", per_node)
         job = environ.get("SLURM_JOB_ID", "")
         # One port per job, so two jobs sharing a first node do not collide.
-        port = int(environ["MASTER_PORT"]) if "MASTER_PORT" in environ else (
-            DEFAULT_PORT + int(job) % 10000 if job.isdigit() else DEFAULT_PORT
+        port = (
+            int(environ["MASTER_PORT"])
+            if "MASTER_PORT" in environ
+            else (DEFAULT_PORT + int(job) % 10000 if job.isdigit() else DEFAULT_PORT)
         )
         return DistEnv(
             rank=int(environ["SLURM_PROCID"]),
@@ -141,8 +144,14 @@ Worker = Callable[[DistEnv, argparse.Namespace], "dict[str, Any] | None"]
 
 def _child(local_rank: int, nprocs: int, port: int, worker: Worker, args: argparse.Namespace, results: Any) -> None:
     env = DistEnv(local_rank, nprocs, local_rank, nprocs, "127.0.0.1", port, "local-procs")
-    for name, value in (("RANK", local_rank), ("WORLD_SIZE", nprocs), ("LOCAL_RANK", local_rank),
-                        ("LOCAL_WORLD_SIZE", nprocs), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", port)):
+    for name, value in (
+        ("RANK", local_rank),
+        ("WORLD_SIZE", nprocs),
+        ("LOCAL_RANK", local_rank),
+        ("LOCAL_WORLD_SIZE", nprocs),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", port),
+    ):
         os.environ[name] = str(value)
     try:
         results.put((local_rank, worker(env, args)))
@@ -158,8 +167,9 @@ def spawn_local(check: str, nprocs: int, worker: Worker, args: argparse.Namespac
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_child, args=(r, nprocs, port, worker, args, results), daemon=False)
-             for r in range(nprocs)]
+    procs = [
+        ctx.Process(target=_child, args=(r, nprocs, port, worker, args, results), daemon=False) for r in range(nprocs)
+    ]
     for p in procs:
         p.start()
     collected: dict[int, Any] = {}
@@ -190,20 +200,28 @@ def spawn_local(check: str, nprocs: int, worker: Worker, args: argparse.Namespac
     crashes = {r: v for r, v in collected.items() if isinstance(v, dict) and "__crash__" in v}
     if crashes:
         rank, crash = sorted(crashes.items())[0]
-        return error_envelope(check, f"rank {rank} raised {crash['__crash__']}",
-                              {"traceback": crash["traceback"], "exit_codes": exit_codes})
+        return error_envelope(
+            check,
+            f"rank {rank} raised {crash['__crash__']}",
+            {"traceback": crash["traceback"], "exit_codes": exit_codes},
+        )
     envelope = collected.get(0)
     if envelope is None:
         missing = sorted(set(range(nprocs)) - set(collected))
-        return error_envelope(check, f"ranks {missing} reported nothing within {timeout_s:g} s",
-                              {"exit_codes": exit_codes})
+        return error_envelope(
+            check, f"ranks {missing} reported nothing within {timeout_s:g} s", {"exit_codes": exit_codes}
+        )
     envelope.setdefault("details", {})["launch"] = {"mode": "local-procs", "exit_codes": exit_codes}
     return envelope
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--local-procs", type=int, help="spawn N local ranks (default: one per GPU, "
-                        "or 1 without GPUs) unless RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS are set")
+    parser.add_argument(
+        "--local-procs",
+        type=int,
+        help="spawn N local ranks (default: one per GPU, "
+        "or 1 without GPUs) unless RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS are set",
+    )
     parser.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl with GPUs, else gloo")
     parser.add_argument("--cpu", action="store_true", help="use the CPU (gloo) even where GPUs exist")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds before a stuck run is an error")
@@ -236,15 +254,19 @@ def launch_and_emit(check: str, worker: Worker, args: argparse.Namespace) -> int
             nprocs = args.local_procs or (torch.cuda.device_count() if use_cuda(args) else 1)
             envelope = spawn_local(check, nprocs, worker, args, args.timeout)
         except Exception as exc:  # noqa: BLE001 - the envelope is the error channel
-            envelope = error_envelope(check, f"could not start local ranks: {type(exc).__name__}: {exc}",
-                                      {"traceback": traceback.format_exc()})
+            envelope = error_envelope(
+                check,
+                f"could not start local ranks: {type(exc).__name__}: {exc}",
+                {"traceback": traceback.format_exc()},
+            )
         return emit(envelope)
     try:
         envelope = worker(env, args)
     except Exception as exc:  # noqa: BLE001 - the envelope is the error channel
         print(traceback.format_exc(), file=sys.stderr)
-        envelope = error_envelope(check, f"rank {env.rank} raised {type(exc).__name__}: {exc}",
-                                  {"traceback": traceback.format_exc()})
+        envelope = error_envelope(
+            check, f"rank {env.rank} raised {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc()}
+        )
         if env.rank != 0:
             print(dumps(envelope), file=sys.stderr)
             return 2

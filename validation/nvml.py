@@ -9,8 +9,9 @@ module as a parameter so tests can hand in a fake.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 # NVML clock-event ("throttle") reason bits, from nvml.h. Hardware-side
 # slowdowns mean the node is unhealthy (cooling, power delivery); the
@@ -27,6 +28,20 @@ THROTTLE_REASONS: dict[int, str] = {
     0x100: "display_clock_setting",
 }
 HARDWARE_THROTTLES = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+
+def throttle_reasons_fn(nvml: ModuleType) -> Callable[..., Any]:
+    """The NVML call for the current clock-event reasons (renamed from "throttle" in newer
+    drivers); one that raises (and so reads as unknown through `query`) where neither exists."""
+
+    def missing(*_: Any) -> Any:
+        raise NotImplementedError("this NVML has no clock-event reasons")
+
+    return (
+        getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        or missing
+    )
 
 
 def decode_throttle_reasons(mask: int) -> list[str]:
@@ -106,9 +121,7 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         nvml = self.nvml
-        reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
-        )
+        reasons_fn = throttle_reasons_fn(nvml)
         while not self._stop_event.is_set():
             for label, handle in self.handles.items():
                 series = self.samples[label]
@@ -132,4 +145,3 @@ class Sampler(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join(timeout=5 * self.interval_s + 5)
-

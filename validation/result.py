@@ -15,13 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 STATUSES = ("pass", "fail", "skip", "error")
 SEVERITIES = ("error", "warning", "info")
@@ -115,7 +117,9 @@ class Finding:
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    """The node's name as the site knows it: Slurm's name for it in a job step (slurmd sets
+    SLURMD_NODENAME; the host's own name may be a longer FQDN), else the host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 class Report:
@@ -124,7 +128,7 @@ class Report:
     def __init__(self, check: str, host: str | None = None) -> None:
         self.check = check
         self.host = host or hostname()
-        self.started = datetime.now(timezone.utc)
+        self.started = datetime.now(UTC)
         self._t0 = time.monotonic()
         self.measurements: list[Measurement] = []
         self.findings: list[Finding] = []
@@ -140,14 +144,18 @@ class Report:
         device: str | None = None,
         samples: int = 1,
         spread: dict[str, float] | None = None,
-    ) -> Measurement:
+    ) -> Measurement | None:
+        """Record a figure; a non-finite one (nan, inf) is a failure of the check, never a figure."""
+        if not math.isfinite(float(value)):
+            self.error(f"{figure} measured {float(value)!r}: the measurement broke", device)
+            return None
         m = Measurement(figure, float(value), unit, device, int(samples), dict(spread or {}))
         self.measurements.append(m)
         return m
 
     def measure_samples(
         self, figure: str, samples: Sequence[float], unit: str, device: str | None = None
-    ) -> Measurement:
+    ) -> Measurement | None:
         """Median of timed samples, with their spread."""
         median, spread = summarize(samples)
         return self.measure(figure, median, unit, device, len(samples), spread)
@@ -187,16 +195,99 @@ class Report:
         return "pass"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "host": self.host,
-            "status": self.status,
-            "started": self.started.isoformat(timespec="seconds"),
-            "duration_s": round(time.monotonic() - self._t0, 3),
-            "measurements": [m.to_dict() for m in self.measurements],
-            "findings": [f.to_dict() for f in self.findings],
-            "details": self.details,
-        }
+        return envelope(
+            self.check,
+            self.host,
+            self.status,
+            [f.to_dict() for f in self.findings],
+            measurements=[m.to_dict() for m in self.measurements],
+            details=self.details,
+            duration_s=round(time.monotonic() - self._t0, 3),
+            started=self.started.isoformat(timespec="seconds"),
+        )
+
+
+def envelope(
+    check: str,
+    host: str,
+    status: str,
+    findings: list[dict[str, Any]],
+    *,
+    measurements: list[dict[str, Any]] | None = None,
+    details: dict[str, Any] | None = None,
+    duration_s: float = 0.0,
+    started: str | None = None,
+) -> dict[str, Any]:
+    """The envelope, as a dict: the one definition of its shape (envelope_problems checks it).
+
+    Checks build theirs through Report; the controller builds one for results it makes
+    itself (conformance, cabling, verdicts of multi-node tests, checks that could not run).
+    """
+    out: dict[str, Any] = {"check": check, "host": host, "status": status}
+    if started is not None:
+        out["started"] = started
+    out.update(
+        {"duration_s": duration_s, "measurements": measurements or [], "findings": findings, "details": details or {}}
+    )
+    return out
+
+
+def finding(message: str, severity: str = "error", device: str | None = None) -> dict[str, Any]:
+    return Finding(severity, message, device).to_dict()
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def envelope_problems(data: object) -> list[str]:
+    """Why `data` is not an envelope of the shape `Report.to_dict` gives; [] when it is.
+
+    The controller reads envelopes from nodes it does not control: it checks
+    each against this before trusting a single field of it.
+    """
+    if not isinstance(data, dict):
+        return [f"the result is {type(data).__name__}, not a JSON object"]
+    problems: list[str] = []
+    for key in ("check", "host"):
+        if not isinstance(data.get(key), str):
+            problems.append(f"{key!r} is not a string")
+    if data.get("status") not in STATUSES:
+        problems.append(f"status {data.get('status')!r} is not one of {', '.join(STATUSES)}")
+    if "duration_s" in data and not (_finite(data["duration_s"]) and data["duration_s"] >= 0):
+        problems.append(f"duration_s {data['duration_s']!r} is not a finite number of seconds")
+    if not isinstance(data.get("details", {}), dict):
+        problems.append("'details' is not an object")
+    measurements = data.get("measurements")
+    if not isinstance(measurements, list):
+        problems.append("'measurements' is not a list")
+        measurements = []
+    for i, m in enumerate(measurements):
+        if not isinstance(m, dict):
+            problems.append(f"measurements[{i}] is not an object")
+            continue
+        if not isinstance(m.get("figure"), str) or not isinstance(m.get("unit"), str):
+            problems.append(f"measurements[{i}] has no figure or unit")
+        if not _finite(m.get("value")):
+            problems.append(
+                f"measurements[{i}] ({m.get('figure')!r}) has the value {m.get('value')!r}, not a finite number"
+            )
+        if m.get("device") is not None and not isinstance(m.get("device"), str):
+            problems.append(f"measurements[{i}] has a device that is not a string")
+        if "samples" in m and not (isinstance(m["samples"], int) and not isinstance(m["samples"], bool)):
+            problems.append(f"measurements[{i}] has samples that is not an integer")
+        if "spread" in m and not (isinstance(m["spread"], dict) and all(_finite(v) for v in m["spread"].values())):
+            problems.append(f"measurements[{i}] has a spread that is not finite numbers")
+    findings = data.get("findings")
+    if not isinstance(findings, list):
+        problems.append("'findings' is not a list")
+        findings = []
+    for i, f in enumerate(findings):
+        if not isinstance(f, dict) or f.get("severity") not in SEVERITIES or not isinstance(f.get("message"), str):
+            problems.append(f"findings[{i}] is not a finding (severity, message)")
+        elif f.get("device") is not None and not isinstance(f.get("device"), str):
+            problems.append(f"findings[{i}] has a device that is not a string")
+    return problems
 
 
 def error_envelope(check: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@
     python3 -m validation.smoke --cpu --local-procs 2            # tiny model, gloo
 
 Checks: every rank reports; the world size is as expected; the loss stays
-finite and falls (mean of the first window of steps against the last);
+finite, falls (mean of the first window of steps against the last) and does
+not spike on the way (see loss_spikes);
 rank 0 writes a checkpoint (model and optimizer) to --checkpoint-dir and
 every rank reads it back and compares each tensor bit-for-bit with its own
 replica, which also proves the directory is shared and the replicas agree.
@@ -55,8 +56,16 @@ def _compare_state(mine: dict[str, Any], theirs: dict[str, Any], prefix: str) ->
     return bad
 
 
-def checkpoint_round_trip(model: Any, optimizer: Any, make_model: Any, make_optimizer: Any, path: Path,
-                          is_writer: bool, barrier: Any, device: Any) -> dict[str, Any]:
+def checkpoint_round_trip(
+    model: Any,
+    optimizer: Any,
+    make_model: Any,
+    make_optimizer: Any,
+    path: Path,
+    is_writer: bool,
+    barrier: Any,
+    device: Any,
+) -> dict[str, Any]:
     """Writer saves; everyone (after the barrier) loads into fresh objects and compares bit-for-bit."""
     import torch
 
@@ -85,10 +94,33 @@ def checkpoint_round_trip(model: Any, optimizer: Any, make_model: Any, make_opti
     mismatched = _compare_state(model.state_dict(), fresh.state_dict(), "model.")
     mismatched += _compare_state(
         {str(k): v for k, v in optimizer.state_dict()["state"].items()},
-        {str(k): v for k, v in fresh_optimizer.state_dict()["state"].items()}, "optimizer.")
-    result.update(visible=True, exact=not mismatched, mismatched=mismatched[:20],
-                  tensors=len(fresh.state_dict()) + sum(len(s) for s in fresh_optimizer.state.values()))
+        {str(k): v for k, v in fresh_optimizer.state_dict()["state"].items()},
+        "optimizer.",
+    )
+    result.update(
+        visible=True,
+        exact=not mismatched,
+        mismatched=mismatched[:20],
+        tensors=len(fresh.state_dict()) + sum(len(s) for s in fresh_optimizer.state.values()),
+    )
     return result
+
+
+def loss_spikes(losses: list[float], rise: float = 0.5, floor: float = 0.1) -> list[dict[str, float]]:
+    """Steps whose loss climbs back up: more than `rise` of the fall achieved so far
+    (from the first step to the lowest loss before it) and more than `floor` of the
+    first loss. A healthy run wobbles by a few hundredths; a spike is an optimizer
+    overshoot (or bad arithmetic) that a falling last window alone would hide."""
+    spikes = []
+    if not losses:
+        return spikes
+    start, low = losses[0], losses[0]
+    for step, value in enumerate(losses[1:], start=1):
+        if math.isfinite(value) and value - low > max(rise * (start - low), floor * abs(start)):
+            spikes.append({"step": step, "loss": value, "low": low})
+        if math.isfinite(value):
+            low = min(low, value)
+    return spikes
 
 
 def _build(cls: Any, cfg: Any, device: Any) -> Any:
@@ -108,8 +140,14 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     device = torch.device("cuda", env.local_rank) if cuda else torch.device("cpu")
     preset = args.model or ("gpt-944m" if cuda else "tiny")
     cfg = PRESETS[preset].with_overrides(
-        seq_len=args.seq_len, micro_batch=args.micro_batch, d_model=args.d_model,
-        n_layer=args.layers, n_head=args.heads, vocab_size=args.vocab, lr=args.lr)
+        seq_len=args.seq_len,
+        micro_batch=args.micro_batch,
+        d_model=args.d_model,
+        n_layer=args.layers,
+        n_head=args.heads,
+        vocab_size=args.vocab,
+        lr=args.lr,
+    )
     compile_model = args.compile if args.compile is not None else cuda
     steps = args.steps or (40 if cuda else 10)
     warmup = args.warmup_steps if args.warmup_steps is not None else (10 if cuda else 2)
@@ -131,8 +169,13 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
         n_params = parameter_count(model)
 
         def make_optimizer(m: Any) -> Any:
-            return torch.optim.AdamW(m.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1,
-                                     **({"fused": True} if cuda else {"foreach": True}))
+            return torch.optim.AdamW(
+                m.parameters(),
+                lr=cfg.lr,
+                betas=(0.9, 0.95),
+                weight_decay=0.1,
+                **({"fused": True} if cuda else {"foreach": True}),
+            )
 
         optimizer = make_optimizer(model)
         # Large buckets: under torch.compile every bucket boundary splits the graph,
@@ -148,12 +191,16 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
         pool = [synthetic_batch(cfg, gen, device) for _ in range(args.batch_pool)]
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
         losses: list[Any] = []
+        grad_norms: list[Any] = []
+        max_norm = args.clip_grad if args.clip_grad > 0 else math.inf
         step_times: list[float] = []
         events = []
         compile_fallback = None
         if env.rank == 0:
-            progress(f"{preset}: {n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
-                     f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={compile_model}")
+            progress(
+                f"{preset}: {n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
+                f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={compile_model}"
+            )
         wall0 = time.perf_counter()
         for step in range(steps):
             for group in optimizer.param_groups:
@@ -177,6 +224,8 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
                 with autocast:
                     loss = net(x, y)
                 loss.backward()
+            # The norm before clipping, kept for the report: a spike in it explains a spike in the loss.
+            grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).detach())
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.detach())
@@ -193,6 +242,7 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
             torch.cuda.synchronize(device)
             step_times = [b.elapsed_time(e) / 1e3 for b, e in events]
         loss_values = [float(v) for v in torch.stack(losses).float().cpu().tolist()]
+        norm_values = [float(v) for v in torch.stack(grad_norms).float().cpu().tolist()]
         train_wall = time.perf_counter() - wall0
 
         timed = step_times[warmup:]
@@ -216,33 +266,57 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
             dist.barrier()
 
         checkpoint = checkpoint_round_trip(
-            model, optimizer, lambda: _build(GPT, cfg, device), make_optimizer,
-            run_dir / "checkpoint.pt", env.rank == 0, barrier, device)
+            model,
+            optimizer,
+            lambda: _build(GPT, cfg, device),
+            make_optimizer,
+            run_dir / "checkpoint.pt",
+            env.rank == 0,
+            barrier,
+            device,
+        )
         dist.barrier()
         if env.rank == 0 and not args.keep_checkpoint:
             shutil.rmtree(run_dir, ignore_errors=True)
 
         mine = {
-            "rank": env.rank, "local_rank": env.local_rank, "host": hostname(),
+            "rank": env.rank,
+            "local_rank": env.local_rank,
+            "host": hostname(),
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "loss_first_window": sum(first) / len(first), "loss_last_window": sum(last) / len(last),
-            "loss_finite": finite, "median_step_s": median_step,
-            "tflops": fpt * tokens_per_step / median_step / 1e12, "tflops_samples": tflops_samples,
-            "checkpoint": checkpoint, "compile_fallback": compile_fallback,
+            "loss_first_window": sum(first) / len(first),
+            "loss_last_window": sum(last) / len(last),
+            "loss_finite": finite,
+            "loss_spikes": loss_spikes(loss_values),
+            "median_step_s": median_step,
+            "tflops": fpt * tokens_per_step / median_step / 1e12,
+            "tflops_samples": tflops_samples,
+            "checkpoint": checkpoint,
+            "compile_fallback": compile_fallback,
         }
         everyone: list[Any] = [None] * env.world_size
         dist.all_gather_object(everyone, mine)
         if env.rank != 0:
             return None
 
-        report.details.update({
-            "model": {"preset": preset, **cfg.to_dict(), "parameters": n_params},
-            "flops_per_token": fpt, "flops_formula": "6N + 12*L*d*seq",
-            "steps": steps, "warmup_steps": warmup, "compile": compile_model, "backend": backend,
-            "world_size": env.world_size, "train_wall_s": train_wall,
-            "loss_rank0": loss_values, "step_time_s": {"median": median_step, **step_spread},
-            "ranks": [{k: v for k, v in r.items() if k != "tflops_samples"} for r in everyone],
-        })
+        report.details.update(
+            {
+                "model": {"preset": preset, **cfg.to_dict(), "parameters": n_params},
+                "flops_per_token": fpt,
+                "flops_formula": "6N + 12*L*d*seq",
+                "steps": steps,
+                "warmup_steps": warmup,
+                "compile": compile_model,
+                "backend": backend,
+                "world_size": env.world_size,
+                "train_wall_s": train_wall,
+                "loss_rank0": loss_values,
+                "grad_norm_rank0": norm_values,
+                "clip_grad": args.clip_grad,
+                "step_time_s": {"median": median_step, **step_spread},
+                "ranks": [{k: v for k, v in r.items() if k != "tflops_samples"} for r in everyone],
+            }
+        )
         reported = sorted(r["rank"] for r in everyone)
         if reported != list(range(env.world_size)):
             report.error(f"ranks reporting: {reported}, expected 0..{env.world_size - 1}")
@@ -254,10 +328,18 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
                 report.error("loss became NaN or infinite", label)
             elif r["loss_last_window"] >= r["loss_first_window"]:
                 report.error(f"loss did not fall: {r['loss_first_window']:.3f} -> {r['loss_last_window']:.3f}", label)
+            for spike in r["loss_spikes"][:3]:
+                report.error(
+                    f"loss spiked at step {spike['step']}: {spike['loss']:.3f} after falling to {spike['low']:.3f}",
+                    label,
+                )
             ck = r["checkpoint"]
             if not ck.get("visible"):
-                report.error(f"cannot read the checkpoint rank 0 wrote ({ck.get('error')}): "
-                             "is --checkpoint-dir on shared storage?", label)
+                report.error(
+                    f"cannot read the checkpoint rank 0 wrote ({ck.get('error')}): "
+                    "is --checkpoint-dir on shared storage?",
+                    label,
+                )
             elif not ck.get("exact"):
                 report.error(f"checkpoint restore is not bit-exact: {', '.join(ck.get('mismatched', [])[:5])}", label)
             if r["compile_fallback"]:
@@ -272,13 +354,17 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
             for r in everyone:
                 label = f"{r['host']}/gpu{r['local_rank']}"
                 m = report.measure_samples("smoke_tflops_per_gpu", r["tflops_samples"], "TFLOP/s", label)
+                if m is None:
+                    continue
                 if args.peak_tflops:
                     samples = [t / args.peak_tflops for t in r["tflops_samples"]]
                     mfu = report.measure_samples("smoke_mfu", samples, "fraction", label)
-                    if args.min_mfu is not None and mfu.value < args.min_mfu:
+                    if mfu is not None and args.min_mfu is not None and mfu.value < args.min_mfu:
                         report.error(f"MFU {mfu.value:.1%} is below {args.min_mfu:.1%}", label)
-                progress(f"{label}: {m.value:.1f} TFLOP/s per GPU"
-                         + (f" = {m.value / args.peak_tflops:.1%} MFU" if args.peak_tflops else ""))
+                progress(
+                    f"{label}: {m.value:.1f} TFLOP/s per GPU"
+                    + (f" = {m.value / args.peak_tflops:.1%} MFU" if args.peak_tflops else "")
+                )
         else:
             # Steps are in lockstep under DDP, so step i of every rank of a host adds up.
             per_node: dict[str, list[float]] = {}
@@ -289,8 +375,10 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
             for host, totals in per_node.items():
                 report.measure_samples("smoke_tflops_per_node", totals, "TFLOP/s", host)
         loss0 = everyone[0]
-        progress(f"loss {loss0['loss_first_window']:.3f} -> {loss0['loss_last_window']:.3f}; "
-                 f"checkpoint exact on {sum(bool(r['checkpoint'].get('exact')) for r in everyone)}/{env.world_size} ranks")
+        progress(
+            f"loss {loss0['loss_first_window']:.3f} -> {loss0['loss_last_window']:.3f}; "
+            f"checkpoint exact on {sum(bool(r['checkpoint'].get('exact')) for r in everyone)}/{env.world_size} ranks"
+        )
         return report.to_dict()
     finally:
         dist.destroy_process_group()
@@ -311,6 +399,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--batch-pool", type=int, default=8, help="distinct synthetic batches cycled through")
+    p.add_argument(
+        "--clip-grad",
+        type=float,
+        default=1.0,
+        help="clip the gradient's global norm to this (default 1.0, as GPT training does; 0: off)",
+    )
     p.add_argument("--bucket-mb", type=int, default=256, help="DDP gradient bucket size")
     p.add_argument("--compile", dest="compile", action="store_true", default=None, help="default on GPU")
     p.add_argument("--no-compile", dest="compile", action="store_false")

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import re
 
-_UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "M": 1024**2, "MIB": 1024**2,
-          "G": 1024**3, "GIB": 1024**3, "T": 1024**4, "TIB": 1024**4}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1024,
+    "KIB": 1024,
+    "M": 1024**2,
+    "MIB": 1024**2,
+    "G": 1024**3,
+    "GIB": 1024**3,
+    "T": 1024**4,
+    "TIB": 1024**4,
+}
 
 
 def parse_size(text: str) -> int:
     """'1GiB', '1G', '1073741824' -> 1073741824 (binary units, as nccl-tests' -b/-e)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    # Stripped first: two optional runs of spaces side by side would backtrack in quadratic time.
+    match = re.fullmatch(r"(\d+)\s*([A-Za-z]*)", text.strip())
     if not match or match.group(2).upper() not in _UNITS:
         raise ValueError(f"not a size: {text!r} (write e.g. 1048576, 1M, 1MiB, 8G)")
     return int(match.group(1)) * _UNITS[match.group(2).upper()]

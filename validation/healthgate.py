@@ -1,0 +1,385 @@
+#!/usr/bin/python3
+"""The node health gate Slurm runs between jobs: fast checks against what this node is
+supposed to be, a drain with the reason when it is not, and a record for Prometheus.
+
+    podctl-healthcheck                     # Slurm's HealthCheckProgram: no arguments
+    podctl-healthcheck-prolog              # the same as Slurm's Prolog (a symbolic link)
+    podctl-healthcheck --no-drain --print  # by hand, or from `podctl nodes recheck`
+
+What it checks comes from the expectations file the deploy renders for this node
+(/etc/podctl/health.json, from the site and the node's hardware profile): each shared
+mount present and answering within its timeout, free space on the paths jobs use, free
+memory, the services a compute node needs (munge and slurmd among them), a munge
+credential that round-trips, and, through validation.health run by the validation
+tools' Python, the GPUs (count, model, memory, ECC, row remapping, NVLinks, PCIe width,
+throttle reasons, new XID events) and the HCA ports (state and rate).
+
+Outcomes: "pass"; "fail" (a finding: in --drain mode the node is drained in Slurm with
+the reason `podctl: <first finding>`, unless a person drained it already); "error" (the
+gate could not judge: the node check timed out, crashed, or said nothing readable; the
+expectations file is unreadable). An error never drains: it is reported instead, in the
+record and in the exported metrics, which an alert rule watches.
+
+Written per run, each atomically: <state>/last.json (the record `podctl status` reads)
+and <textfile>/podctl_health.prom (node exporter's textfile collector).
+
+Exit status: 0, except in prolog mode, where a failed node exits 1 so Slurm requeues
+the job that was about to land on it. The gate's own crash exits 0: it must never be
+the reason a node stops taking work.
+
+This file is installed alone, on each node's local disk, and uses only the standard
+library: a hung shared mount, or the validation tools on it, cannot stop it from running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+EXPECT = Path("/etc/podctl/health.json")
+STATE = Path("/var/lib/podctl/health")
+DRAIN_PREFIX = "podctl: "
+# Slurm keeps a reason of any length; a short one reads in sinfo -R.
+REASON_MAX = 160
+GIB = 1024**3
+
+
+class Gate:
+    """One run: findings gathered part by part, within a deadline."""
+
+    def __init__(self, expect: dict[str, Any], deadline: float) -> None:
+        self.expect = expect
+        self.deadline = deadline
+        self.findings: list[str] = []
+        self.errors: list[str] = []  # why the gate could not judge (never drains)
+        self.parts: dict[str, Any] = {}
+        self.failed_mounts: set[str] = set()
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    # ------------------------------------------------------------------ helpers
+
+    def run(self, argv: list[str], timeout: float, stdin: bytes | None = None) -> tuple[int | None, str, str]:
+        """(exit status or None on timeout, stdout, stderr). A child stuck in the kernel
+        (a hung mount) is killed and left behind, never waited for."""
+        timeout = min(timeout, self.left())
+        try:
+            child = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return 127, "", str(exc)
+        try:
+            out, err = child.communicate(stdin, timeout=max(timeout, 0.01))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return None, "", ""
+        return child.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+    # ------------------------------------------------------------------ parts
+
+    def mounts(self, mountinfo: str) -> None:
+        mounted = set()
+        for line in mountinfo.splitlines():
+            fields = line.split()
+            if len(fields) > 4:
+                mounted.add(fields[4].encode().decode("unicode_escape"))
+        timeout = float(self.expect.get("mount_timeout_s", 3))
+        part = []
+        for mount in self.expect.get("mounts", []):
+            path = mount["path"]
+            if path not in mounted:
+                self.findings.append(f"mount {path} is missing")
+                self.failed_mounts.add(path)
+                part.append({"path": path, "state": "missing"})
+                continue
+            t0 = time.monotonic()
+            code, _, err = self.run(["stat", "-f", "--", path], timeout)
+            took = round(time.monotonic() - t0, 3)
+            if code is None:
+                self.findings.append(f"mount {path} does not answer within {timeout:g} s")
+                self.failed_mounts.add(path)
+                part.append({"path": path, "state": "hung"})
+            elif code != 0:
+                self.findings.append(f"mount {path} fails: {err.strip()[:80]}")
+                self.failed_mounts.add(path)
+                part.append({"path": path, "state": "failing"})
+            else:
+                part.append({"path": path, "state": "ok", "answered_s": took})
+        self.parts["mounts"] = part
+
+    def under_failed_mount(self, path: str) -> str | None:
+        for mount in self.failed_mounts:
+            if path == mount or path.startswith(mount.rstrip("/") + "/"):
+                return mount
+        return None
+
+    def free_space(self) -> None:
+        timeout = float(self.expect.get("mount_timeout_s", 3))
+        part = []
+        for entry in self.expect.get("free_space", []):
+            path, minimum = entry["path"], float(entry["min_free_gib"])
+            if self.under_failed_mount(path):
+                continue  # the mount's finding says it already
+            code, out, err = self.run(["stat", "-f", "-c", "%a %S", "--", path], timeout)
+            if code is None:
+                self.findings.append(f"{path} does not answer within {timeout:g} s")
+                continue
+            match = re.fullmatch(r"(\d+) (\d+)\s*", out)
+            if code != 0 or not match:
+                self.findings.append(f"free space on {path} unreadable: {(err or out).strip()[:80]}")
+                continue
+            free = int(match.group(1)) * int(match.group(2)) / GIB
+            part.append({"path": path, "free_gib": round(free, 3), "min_free_gib": minimum})
+            if free < minimum:
+                self.findings.append(f"{path} has {free:.2f} GiB free, below {minimum:g} GiB")
+        self.parts["free_space"] = part
+
+    def memory(self, meminfo: str) -> None:
+        minimum = float(self.expect.get("min_free_memory_gib", 0))
+        match = re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.M)
+        if not match:
+            self.errors.append("MemAvailable missing from /proc/meminfo")
+            return
+        available = int(match.group(1)) * 1024 / GIB
+        self.parts["memory"] = {"available_gib": round(available, 2), "min_free_gib": minimum}
+        if available < minimum:
+            self.findings.append(f"{available:.1f} GiB of memory available, below {minimum:g} GiB")
+
+    def services(self) -> None:
+        names = list(self.expect.get("services", []))
+        if not names:
+            return
+        code, out, err = self.run(["systemctl", "is-active", *names], 5)
+        states = out.split()
+        if code is None or len(states) != len(names):
+            self.errors.append(f"systemctl is-active gave no answer for {', '.join(names)}: {err.strip()[:80]}")
+            return
+        self.parts["services"] = dict(zip(names, states, strict=True))
+        for name, state in zip(names, states, strict=True):
+            # slurmd runs the gate while it starts, before it tells systemd it is up.
+            if state not in ("active", "activating", "reloading"):
+                self.findings.append(f"service {name} is {state}")
+        if self.parts["services"].get("munge") == "active":
+            self.munge()
+
+    def munge(self) -> None:
+        code, credential, err = self.run(["munge", "-n"], 3)
+        if code == 0:
+            code, _, err = self.run(["unmunge"], 3, stdin=credential.encode())
+        if code is None:
+            self.findings.append("munge does not answer within 3 s")
+        elif code != 0:
+            self.findings.append(f"munge credential does not round-trip: {err.strip()[:80]}")
+
+    def node_check(self) -> None:
+        """validation.health for the GPUs and HCAs, with the validation tools' Python."""
+        check = self.expect.get("node_check")
+        if not check:
+            return
+        python, argv = check["python"], list(check["argv"])
+        hung = self.under_failed_mount(python)
+        if hung:
+            self.errors.append(f"GPU/HCA checks not run: the validation tools lie on {hung}")
+            return
+        code, out, err = self.run([python, *argv], self.left())
+        if code is None:
+            self.errors.append("GPU/HCA checks did not finish before the gate's time limit")
+            return
+        try:
+            envelope = json.loads(out)
+            status, findings = envelope["status"], envelope["findings"]
+        except (ValueError, KeyError, TypeError):
+            self.errors.append(f"GPU/HCA checks exited {code} without a readable result: {err.strip()[-120:]}")
+            return
+        self.parts["node_check"] = {"status": status, "exit": code}
+        if status == "error":
+            self.errors.append("GPU/HCA checks broke: " + "; ".join(str(f.get("message")) for f in findings)[:200])
+            return
+        for f in findings:
+            if isinstance(f, dict) and f.get("severity") == "error":
+                device = f"{f['device']}: " if f.get("device") else ""
+                self.findings.append(f"{device}{f.get('message')}")
+
+
+# ---------------------------------------------------------------------- records
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _label(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def metrics(record: dict[str, Any]) -> str:
+    """The record as node exporter textfile metrics."""
+    status = record["status"]
+    lines = [
+        "# HELP podctl_health_ok 1 when the node's last health check passed, 0 when it found a fault.",
+        "# TYPE podctl_health_ok gauge",
+    ]
+    if status != "error":
+        lines.append(f"podctl_health_ok {1 if status == 'pass' else 0}")
+    lines += [
+        "# HELP podctl_health_check_error 1 when the health check could not judge the node (timeout, crash).",
+        "# TYPE podctl_health_check_error gauge",
+        f"podctl_health_check_error {1 if status == 'error' else 0}",
+        "# HELP podctl_health_findings Faults the last health check found.",
+        "# TYPE podctl_health_findings gauge",
+        f"podctl_health_findings {len(record['findings'])}",
+        "# HELP podctl_health_drain_failed 1 when the node failed but could not drain itself in Slurm.",
+        "# TYPE podctl_health_drain_failed gauge",
+        f"podctl_health_drain_failed {1 if record.get('drain_error') else 0}",
+        "# HELP podctl_health_last_run_timestamp_seconds When the health check last ran.",
+        "# TYPE podctl_health_last_run_timestamp_seconds gauge",
+        f"podctl_health_last_run_timestamp_seconds {record['time']:.0f}",
+        "# HELP podctl_health_duration_seconds How long the last health check took.",
+        "# TYPE podctl_health_duration_seconds gauge",
+        f"podctl_health_duration_seconds {record['duration_s']:.3f}",
+        "# HELP podctl_health_finding The first faults of the last health check, one series each.",
+        "# TYPE podctl_health_finding gauge",
+    ]
+    lines += [f'podctl_health_finding{{finding="{_label(f)}"}} 1' for f in record["findings"][:5]]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------- Slurm
+
+
+def node_state(gate: Gate, node: str) -> tuple[str, str] | None:
+    """(State, Reason) from scontrol, or None when scontrol cannot say."""
+    code, out, _ = gate.run(["scontrol", "show", "node", "-o", node], 5)
+    if code != 0:
+        return None
+    state = re.search(r"\bState=(\S+)", out)
+    reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?= \w+=|$)", out)
+    return (state.group(1) if state else "", reason.group(1).strip() if reason else "")
+
+
+def drain(gate: Gate, node: str, reason: str) -> tuple[str | None, str | None]:
+    """(what was done, error). A drain by a person is left alone."""
+    current = node_state(gate, node)
+    if current is None:
+        return None, "scontrol cannot read the node's state (is munge running?)"
+    state, old = current
+    if "DRAIN" in state and old and not old.startswith(DRAIN_PREFIX.strip()):
+        return f"left alone: drained by a person ({old})", None
+    if "DRAIN" in state and old == reason:
+        return "already drained with this reason", None
+    code, _, err = gate.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], 5)
+    if code != 0:
+        return None, f"scontrol update failed: {err.strip()[:120] or 'timed out'}"
+    return "drained", None
+
+
+def reason_of(findings: list[str]) -> str:
+    text = DRAIN_PREFIX + findings[0] + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+    return re.sub(r"\s+", " ", text)[:REASON_MAX]
+
+
+# ---------------------------------------------------------------------- main
+
+
+def check(expect: dict[str, Any], started: float) -> Gate:
+    gate = Gate(expect, started + float(expect.get("timeout_s", 10)) - 0.5)
+    gate.mounts(Path("/proc/self/mountinfo").read_text())
+    gate.free_space()
+    gate.memory(Path("/proc/meminfo").read_text())
+    gate.services()
+    gate.node_check()
+    return gate
+
+
+def outcome(gate: Gate) -> str:
+    if gate.findings:
+        return "fail"
+    return "error" if gate.errors else "pass"
+
+
+def main(argv: list[str] | None = None) -> int:
+    prolog_default = Path(sys.argv[0]).name.endswith("-prolog")
+    p = argparse.ArgumentParser(prog="podctl-healthcheck", description=__doc__.split("\n\n")[0])
+    p.add_argument("--expect", type=Path, default=EXPECT, help=f"expectations file (default {EXPECT})")
+    p.add_argument("--state", type=Path, default=STATE, help=f"folder for last.json (default {STATE})")
+    p.add_argument("--prolog", action="store_true", default=prolog_default, help="exit 1 on a fault")
+    p.add_argument("--no-drain", action="store_true", help="report only, whatever the expectations say")
+    p.add_argument("--print", action="store_true", help="print the record as JSON")
+    args = p.parse_args(argv)
+    started, wall = time.monotonic(), time.time()
+    record: dict[str, Any] = {"host": socket.gethostname(), "time": wall, "mode": "prolog" if args.prolog else "check"}
+    expect: dict[str, Any] = {}
+    try:
+        expect = json.loads(args.expect.read_text())
+        gate = check(expect, started)
+        record.update(status=outcome(gate), findings=gate.findings, errors=gate.errors, parts=gate.parts)
+        node = expect.get("node") or record["host"]
+        record["node"] = node
+        if record["status"] == "fail" and expect.get("drain", True) and not args.no_drain:
+            record["drain"], record["drain_error"] = drain(gate, node, reason_of(gate.findings))
+    except Exception as exc:  # noqa: BLE001 - the gate's own failure is a record, never a drain
+        record.update(
+            status="error",
+            findings=[],
+            errors=[f"{type(exc).__name__}: {exc}"],
+            traceback=traceback.format_exc(limit=5),
+        )
+    record["duration_s"] = round(time.monotonic() - started, 3)
+    text = json.dumps(record, indent=1, sort_keys=True)
+    for write in (
+        lambda: write_atomic(args.state / "last.json", text + "\n"),
+        lambda: (
+            write_atomic(Path(expect["textfile_dir"]) / "podctl_health.prom", metrics(record))
+            if expect.get("textfile_dir")
+            else None
+        ),
+    ):
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - a full disk must not turn into a crash
+            print(f"podctl-healthcheck: cannot write its record: {exc}", file=sys.stderr)
+    if args.print:
+        print(text)
+    elif record["status"] != "pass":
+        # slurmd logs what a HealthCheckProgram prints.
+        print(f"podctl-healthcheck: {record['status']}: " + "; ".join(record["findings"] or record["errors"])[:400])
+    return 1 if args.prolog and record["status"] == "fail" else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 - even an unwritable record must not fail a job
+        traceback.print_exc()
+        sys.exit(0)

@@ -20,16 +20,22 @@ SITE_ARG = click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=
 
 
 def _console(stderr: bool = False):
-    from rich.console import Console
+    from .console import make_console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return make_console(stderr=stderr, soft_wrap=True)
 
 
 class _Main(click.Group):
     # Subcommand groups that live in their own packages are imported only when used,
     # so that `podctl check` does not pay for the sim's or the deployer's imports.
-    lazy_commands = {"sim": ("podctl.sim.cli", "sim"), "deploy": ("podctl.deploy.cli", "deploy"),
-                     "validate": ("podctl.validate.cli", "validate"), "fabric": ("podctl.cabling.cli", "fabric")}
+    lazy_commands = {
+        "sim": ("podctl.sim.cli", "sim"),
+        "deploy": ("podctl.deploy.cli", "deploy"),
+        "validate": ("podctl.validate.cli", "validate"),
+        "fabric": ("podctl.ibfabric.cli", "fabric"),
+        "nodes": ("podctl.operate.cli", "nodes"),
+        "status": ("podctl.operate.cli", "status"),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy_commands])
@@ -58,8 +64,11 @@ class _Main(click.Group):
         except Exception as exc:  # a bug in podctl, not the user's doing
             if ctx.obj and ctx.obj.get("verbose"):
                 raise
-            click.echo(f"internal error: {type(exc).__name__}: {exc}\n"
-                       "this is a bug in podctl; run again with -v for the traceback and report it", err=True)
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc}\n"
+                "this is a bug in podctl; run again with -v for the traceback and report it",
+                err=True,
+            )
             ctx.exit(EXIT_INTERNAL)
 
 
@@ -89,8 +98,16 @@ def check(site_file: Path, strict: bool, output: str) -> None:
 
     result = check_site_file(site_file)
     if output == "json":
-        click.echo(json.dumps({"file": str(site_file), "ok": not result.errors,
-                               "diagnostics": [d.as_dict() for d in result.diagnostics]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "file": str(site_file),
+                    "ok": not result.errors,
+                    "diagnostics": [d.as_dict() for d in result.diagnostics],
+                },
+                indent=2,
+            )
+        )
     else:
         for diag in result.diagnostics:
             click.echo(diag.render(), err=False)
@@ -125,8 +142,14 @@ def plan(site_file: Path, output: str) -> None:
 
 @main.command()
 @SITE_ARG
-@click.option("-o", "--output-dir", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder to write hosts.yml, group_vars/ and host_vars/ into.")
+@click.option(
+    "-o",
+    "--output-dir",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write hosts.yml, group_vars/ and host_vars/ into.",
+)
 def inventory(site_file: Path, out_dir: Path) -> None:
     """Write the Ansible inventory with the facts the roles need."""
     from .inventory import write_inventory
@@ -149,16 +172,33 @@ def schema() -> None:
 @click.option("--scalable-units", "scalable_units", type=int, required=True, help="Number of scalable units.")
 @click.option("--nodes", type=int, default=None, help="GPU nodes (default: every slot of every unit).")
 @click.option("--name", default="pod", show_default=True, help="Pod name.")
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="File to write (default: standard output).")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File to write (default: standard output).",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-@click.option("--schema-ref", default=None,
-              help="What the file's $schema line points at (default: the schema installed with podctl).")
-def init(profile: str, scalable_units: int, nodes: int | None, name: str, out: Path | None, force: bool,
-         schema_ref: str | None) -> None:
+@click.option(
+    "--schema-ref",
+    default=None,
+    help="What the file's $schema line points at (default: the schema installed with podctl).",
+)
+def init(
+    profile: str,
+    scalable_units: int,
+    nodes: int | None,
+    name: str,
+    out: Path | None,
+    force: bool,
+    schema_ref: str | None,
+) -> None:
     """Write a complete, commented site file for a reference-architecture pod."""
     from importlib import resources
 
+    from .fsio import write_new_file
     from .init import render_site
 
     if schema_ref is None:
@@ -167,11 +207,7 @@ def init(profile: str, scalable_units: int, nodes: int | None, name: str, out: P
     if out is None:
         click.echo(text, nl=False)
         return
-    if out.exists() and not force:
-        raise PodctlError(f"{out}: already exists; pass --force to overwrite it")
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_new_file(out, text, overwrite=force)
     click.echo(f"wrote {out}; next: podctl check {out} && podctl plan {out}", err=True)
 
 

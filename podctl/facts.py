@@ -11,8 +11,11 @@ import ipaddress
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from .assets import STAGES
+from .hostlist import fold as fold_hostlist
 from .model import Fabric, HCAs, Node, Profile, Role, Site, hca_name
-from .topology import FabricPlan, fold_hostlist, plan_fabric, slurm_topology_conf
+from .redact import redact_urls
+from .topology import FabricPlan, plan_fabric, slurm_topology_conf
 
 # The check stage plans each fabric to find infeasible ones; plan, inventory and the
 # facts reuse that plan instead of computing it again.
@@ -20,8 +23,6 @@ cached_plan = lru_cache(maxsize=8)(plan_fabric)
 
 # Slurm drains a node whose RealMemory exceeds what it finds; leave room for the OS.
 SLURM_MEMORY_FRACTION = 0.9
-
-STAGES = ("os", "fabric", "storage", "slurm", "monitoring", "validation-tools")
 
 
 def hcas_for(profile: Profile, fabric: str) -> HCAs:
@@ -31,8 +32,7 @@ def hcas_for(profile: Profile, fabric: str) -> HCAs:
 
 def hca_names(site: Site, fabric: str) -> dict[str, tuple[str, ...]]:
     """host -> its HCA names, rail 1 first, for every node attached to `fabric`."""
-    return {host: hcas_for(site.profile_of(site.node(host)), fabric).names
-            for host in site.fabrics[fabric].nodes}
+    return {host: hcas_for(site.profile_of(site.node(host)), fabric).names for host in site.fabrics[fabric].nodes}
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,11 @@ class Facts:
         for position, host in enumerate(compute.nodes):
             # Integer arithmetic: building IPv4Interface objects dominated at 10,000 rails.
             out[host] = tuple(
-                RailAddress(rail=r + 1, interface=f"ib{r}",
-                            address=f"{ipaddress.IPv4Address(base + position + 1)}/{prefix}")
-                for r, (base, prefix) in enumerate(bases))
+                RailAddress(
+                    rail=r + 1, interface=f"ib{r}", address=f"{ipaddress.IPv4Address(base + position + 1)}/{prefix}"
+                )
+                for r, (base, prefix) in enumerate(bases)
+            )
         return out
 
     def hca_map(self, host: str) -> list[dict[str, object]]:
@@ -81,8 +83,15 @@ class Facts:
             names = {host: hcas_for(self.site.profile_of(self.site.node(host)), name).names}
             for rail in range(1, fabric.rails + 1):
                 port = plan.leaf_port(host, rail)
-                rows.append({"fabric": name, "rail": rail, "hca": hca_name(host, rail, names),
-                             "switch": port.device, "port": port.port})
+                rows.append(
+                    {
+                        "fabric": name,
+                        "rail": rail,
+                        "hca": hca_name(host, rail, names),
+                        "switch": port.device,
+                        "port": port.port,
+                    }
+                )
         return rows
 
     def _attached(self, fabric: str) -> frozenset[str]:
@@ -105,12 +114,17 @@ class Facts:
                 continue
             prof = site.profiles[group.profile]
             gpus = prof.gpus.count if prof.gpus else 0
-            lines.append({
-                "names": fold_hostlist(hosts),
-                "cpus": prof.cpu_cores,
-                "real_memory_mb": int(prof.memory_gib * 1024 * SLURM_MEMORY_FRACTION),
-                "gpus": gpus if site.slurm and site.slurm.gres else 0,
-            })
+            lines.append(
+                {
+                    "names": fold_hostlist(hosts),
+                    "cpus": prof.cpu_cores,
+                    "sockets": prof.sockets,
+                    "cores_per_socket": prof.cores_per_socket,
+                    "threads_per_core": prof.threads_per_core,
+                    "real_memory_mb": int(prof.memory_gib * 1024 * SLURM_MEMORY_FRACTION),
+                    "gpus": gpus if site.slurm and site.slurm.gres else 0,
+                }
+            )
         return lines
 
     @cached_property
@@ -146,38 +160,72 @@ class Facts:
         site = self.site
         all_hosts = fold_hostlist([n.hostname for n in site.nodes])
         out: dict[str, list[dict[str, str]]] = {stage: [] for stage in STAGES}
-        out["os"].append({"what": "hostname, /etc/hosts, chrony, baseline packages, sysctl/limits, SSH hardening",
-                          "where": all_hosts})
+        out["os"].append(
+            {
+                "what": "hostname, /etc/hosts, chrony, baseline packages, sysctl/limits, SSH hardening",
+                "where": all_hosts,
+            }
+        )
         for name, fabric in site.fabrics.items():
-            out["fabric"].append({"what": f"{name} fabric: rdma-core, IB diagnostics"
-                                  + (", IPoIB on " + str(fabric.rails) + " rails" if name == "compute" and site.ipoib else ""),
-                                  "where": fold_hostlist(list(fabric.nodes))})
+            out["fabric"].append(
+                {
+                    "what": f"{name} fabric: rdma-core, IB diagnostics"
+                    + (", IPoIB on " + str(fabric.rails) + " rails" if name == "compute" and site.ipoib else ""),
+                    "where": fold_hostlist(list(fabric.nodes)),
+                }
+            )
             if fabric.subnet_managers:
-                out["fabric"].append({"what": f"{name} fabric: OpenSM, routing engine {fabric.routing_engine}",
-                                      "where": fold_hostlist(list(fabric.subnet_managers))})
+                out["fabric"].append(
+                    {
+                        "what": f"{name} fabric: OpenSM, routing engine {fabric.routing_engine}",
+                        "where": fold_hostlist(list(fabric.subnet_managers)),
+                    }
+                )
         for mount in site.storage:
-            out["storage"].append({"what": f"{mount.type} mount {mount.server}:{mount.export} on {mount.mountpoint}",
-                                   "where": fold_hostlist(list(mount.clients))})
+            out["storage"].append(
+                {
+                    "what": f"{mount.type} mount {mount.server}:{mount.export} on {mount.mountpoint}",
+                    "where": fold_hostlist(list(mount.clients)),
+                }
+            )
         if site.slurm:
             s = site.slurm
-            out["slurm"].append({"what": "munge, slurmctld" + (" + slurmdbd, MariaDB" if s.accounting else ""),
-                                 "where": fold_hostlist(list(s.controllers))})
-            out["slurm"].append({"what": "munge, slurmd", "where": fold_hostlist([n.hostname for n in self.slurm_nodes])})
+            out["slurm"].append(
+                {
+                    "what": "munge, slurmctld" + (" + slurmdbd, MariaDB" if s.accounting else ""),
+                    "where": fold_hostlist(list(s.controllers)),
+                }
+            )
+            out["slurm"].append(
+                {"what": "munge, slurmd", "where": fold_hostlist([n.hostname for n in self.slurm_nodes])}
+            )
         if site.monitoring:
             m = site.monitoring
-            out["monitoring"].append({"what": "Prometheus" + (", Alertmanager with alert rules" if m.alert_rules else ""),
-                                      "where": m.prometheus_host})
+            out["monitoring"].append(
+                {
+                    "what": "Prometheus" + (", Alertmanager with alert rules" if m.alert_rules else ""),
+                    "where": m.prometheus_host,
+                }
+            )
             for exporter, targets in self.scrape_targets.items():
-                out["monitoring"].append({"what": f"{exporter} exporter",
-                                          "where": fold_hostlist([t.split(":")[0] for t in targets])})
+                out["monitoring"].append(
+                    {"what": f"{exporter} exporter", "where": fold_hostlist([t.split(":")[0] for t in targets])}
+                )
         compute = [n.hostname for n in site.nodes if Role.COMPUTE in n.roles]
         if compute:
             tools = site.validation.tools
-            source = f"wheels from {tools.wheels}" if tools.wheels else (tools.index_url or "the default index")
-            out["validation-tools"].append({
-                "what": f"validation checks + {', '.join(tools.packages) or 'no packages'} in {tools.path}/venv "
-                        f"({'shared, installed once' if tools.shared else 'on each node'}; {source})",
-                "where": fold_hostlist(compute)})
+            source = (
+                f"wheels from {tools.wheels}"
+                if tools.wheels
+                else (redact_urls(tools.index_url or "") or "the default index")
+            )
+            out["validation-tools"].append(
+                {
+                    "what": f"validation checks + {', '.join(tools.packages) or 'no packages'} in {tools.path}/venv "
+                    f"({'shared, installed once' if tools.shared else 'on each node'}; {source})",
+                    "where": fold_hostlist(compute),
+                }
+            )
         return out
 
 

@@ -7,6 +7,7 @@ carries comments; a test loads every variant back through `podctl check`.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
 from .errors import PodctlError
@@ -37,14 +38,23 @@ MAX_SCALABLE_UNITS = 64
 def render_site(profile: str, scalable_units: int, nodes: int | None, name: str, schema_ref: str) -> str:
     ref = REFERENCE_ARCHITECTURES.get(profile)
     if ref is None:
-        raise PodctlError(f"init knows the reference architectures of {', '.join(REFERENCE_ARCHITECTURES)}, "
-                          f"not {profile!r}; write other sites by hand from inventory/examples/")
+        raise PodctlError(
+            f"init knows the reference architectures of {', '.join(REFERENCE_ARCHITECTURES)}, "
+            f"not {profile!r}; write other sites by hand from inventory/examples/"
+        )
+    if re.fullmatch(r"[a-z][a-z0-9-]{0,30}", name) is None:
+        raise PodctlError(
+            f"--name {name!r}: a pod name is lower-case letters, digits and dashes, starting with a "
+            "letter, at most 31 characters (it names the Slurm cluster, containers and reports)"
+        )
     if not 1 <= scalable_units <= MAX_SCALABLE_UNITS:
         raise PodctlError(f"--scalable-units must be between 1 and {MAX_SCALABLE_UNITS}, not {scalable_units}")
     capacity = scalable_units * ref.su_size
     count = capacity if nodes is None else nodes
     if not 1 <= count <= capacity:
-        raise PodctlError(f"--nodes must be between 1 and {capacity} ({scalable_units} units of {ref.su_size}), not {count}")
+        raise PodctlError(
+            f"--nodes must be between 1 and {capacity} ({scalable_units} units of {ref.su_size}), not {count}"
+        )
     width = max(3, len(str(count)))
     hosts = f"{ref.prefix}[{1:0{width}d}-{count:0{width}d}]" if count > 1 else f"{ref.prefix}{1:0{width}d}"
     # Management: heads from .10, compute from the next /24 on; a /16 leaves room to grow.

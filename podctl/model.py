@@ -107,13 +107,19 @@ class Profile:
     gpus: GPUs | None
     compute_hcas: HCAs
     storage_hcas: HCAs
-    cpu_cores: int
+    cpu_cores: int  # logical CPUs: sockets x cores per socket x threads per core
     memory_gib: int
     # True for profiles whose hardware is stood in for (the sim): absent GPUs
     # and HCAs are expected there, not faults.
     emulated: bool
     reference: tuple[Reference, ...]
     builtin: bool = False
+    sockets: int = 1
+    threads_per_core: int = 1
+
+    @property
+    def cores_per_socket(self) -> int:
+        return self.cpu_cores // (self.sockets * self.threads_per_core)
 
     def reference_for(self, figure: str) -> Reference | None:
         for row in self.reference:
@@ -160,6 +166,10 @@ class IPoIB:
     mtu: int
 
 
+# The placeholders of a fabric's naming templates (podctl.ibfabric.identity says what each matches).
+NAMING_PLACEHOLDERS = ("name", "host", "hca", "n", "*")
+
+
 @dataclass(frozen=True)
 class Fabric:
     name: str  # "compute" or "storage"
@@ -176,6 +186,9 @@ class Fabric:
     subnet_managers: tuple[str, ...]
     routing_engine: str
     switch_prefix: str
+    # How the fabric's devices describe themselves (templates; see the schema's fabric.naming).
+    naming_switch: tuple[str, ...] = ()
+    naming_hca: tuple[str, ...] = ()
 
     @property
     def oversubscription(self) -> float:
@@ -205,6 +218,26 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class FreeSpace:
+    path: str
+    min_free_gib: float
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """The node health gate Slurm runs (slurm.health_check); None on Slurm when disabled."""
+
+    interval_s: int = 300
+    node_states: tuple[str, ...] = ("any",)
+    timeout_s: int = 10
+    prolog: bool = False
+    mount_timeout_s: float = 3.0
+    min_free_memory_gib: float = 1.0
+    free_space: tuple[FreeSpace, ...] = (FreeSpace("/tmp", 1.0),)
+    services: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Slurm:
     cluster_name: str
     controllers: tuple[str, ...]
@@ -212,6 +245,10 @@ class Slurm:
     partitions: tuple[Partition, ...]
     gres: bool  # advertise GPUs as gres/gpu on GPU nodes
     select_type: str
+    # slurmctld's state: local with one controller; on storage every controller mounts with
+    # several, as failover needs (the backup takes over the primary's state from there).
+    state_save_location: str = "/var/lib/slurm/slurmctld"
+    health_check: HealthCheck | None = HealthCheck()
 
 
 @dataclass(frozen=True)
@@ -270,6 +307,7 @@ class ValidationSettings:
     exclude: tuple[Exclusion, ...]
     nccl_tests_path: str | None
     tools: ValidationTools
+    nccl_tests: tuple[str, ...] = ("all_reduce_perf",)  # binaries in nccl_tests_path to run
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from .console import styled
 from .facts import Facts, fabric_summary
-from .topology import fold_hostlist
+from .hostlist import fold as fold_hostlist
 from .model import Site
 
 
@@ -22,31 +23,61 @@ def plan_summary(site: Site, facts: Facts | None = None) -> dict[str, object]:
         "nodes": {
             "total": len(site.nodes),
             "gpus": gpus,
-            "groups": [{"group": g.name, "hosts": g.hostlist, "count": len(g.hosts), "profile": g.profile,
-                        "roles": sorted(r.value for r in g.roles)} for g in site.groups],
+            "groups": [
+                {
+                    "group": g.name,
+                    "hosts": g.hostlist,
+                    "count": len(g.hosts),
+                    "profile": g.profile,
+                    "roles": sorted(r.value for r in g.roles),
+                }
+                for g in site.groups
+            ],
             "by_profile": dict(sorted(profiles.items())),
         },
         "management": {"cidr": str(site.management.cidr), "domain": site.management.domain},
         "ipoib": [str(n) for n in site.ipoib.rails] if site.ipoib else [],
         "fabrics": {name: fabric_summary(f, facts.plans[name]) for name, f in site.fabrics.items()},
-        "storage": [{"name": s.name, "type": s.type, "source": f"{s.server}:{s.export}", "mountpoint": s.mountpoint,
-                     "clients": len(s.clients)} for s in site.storage],
-        "slurm": ({"cluster": site.slurm.cluster_name, "controllers": fold_hostlist(site.slurm.controllers),
-                   "accounting": site.slurm.accounting,
-                   "partitions": {p.name: len(p.nodes) for p in site.slurm.partitions},
-                   "topology_switches": facts.slurm_topology_conf.count("SwitchName=")}
-                  if site.slurm else None),
-        "monitoring": ({"prometheus": site.monitoring.prometheus_host,
-                        "targets": {k: len(v) for k, v in facts.scrape_targets.items()}}
-                       if site.monitoring else None),
+        "storage": [
+            {
+                "name": s.name,
+                "type": s.type,
+                "source": f"{s.server}:{s.export}",
+                "mountpoint": s.mountpoint,
+                "clients": len(s.clients),
+            }
+            for s in site.storage
+        ],
+        "slurm": (
+            {
+                "cluster": site.slurm.cluster_name,
+                "controllers": fold_hostlist(site.slurm.controllers),
+                "accounting": site.slurm.accounting,
+                "partitions": {p.name: len(p.nodes) for p in site.slurm.partitions},
+                "topology_switches": facts.slurm_topology_conf.count("SwitchName="),
+            }
+            if site.slurm
+            else None
+        ),
+        "monitoring": (
+            {
+                "prometheus": site.monitoring.prometheus_host,
+                "targets": {k: len(v) for k, v in facts.scrape_targets.items()},
+            }
+            if site.monitoring
+            else None
+        ),
         "stages": facts.stage_targets(),
     }
 
 
 def print_plan(summary: dict, console: Console) -> None:
     nodes = summary["nodes"]
-    console.print(f"[bold]site {summary['site']}[/bold] ({summary['source']}): "
-                  f"{nodes['total']} nodes, {nodes['gpus']} GPUs")
+    console.print(
+        styled(
+            (f"site {summary['site']}", "bold"), f" ({summary['source']}): {nodes['total']} nodes, {nodes['gpus']} GPUs"
+        )
+    )
     groups = Table(title="Node groups", title_justify="left")
     for col in ("group", "hosts", "count", "profile", "roles"):
         groups.add_column(col)
@@ -55,9 +86,11 @@ def print_plan(summary: dict, console: Console) -> None:
     console.print(groups)
 
     for name, f in summary["fabrics"].items():
-        t = Table(title=f"{name} fabric: {f['rate']}, {f['switch']}, {f['tiers']} tiers, {f['rails']} rails, "
-                        f"{f['scalable_units']} scalable unit(s), oversubscription {f['oversubscription']}:1",
-                  title_justify="left")
+        t = Table(
+            title=f"{name} fabric: {f['rate']}, {f['switch']}, {f['tiers']} tiers, {f['rails']} rails, "
+            f"{f['scalable_units']} scalable unit(s), oversubscription {f['oversubscription']}:1",
+            title_justify="left",
+        )
         t.add_column("tier")
         t.add_column("switches", justify="right")
         t.add_column("cables below", justify="right")
@@ -74,9 +107,11 @@ def print_plan(summary: dict, console: Console) -> None:
     if summary["slurm"]:
         s = summary["slurm"]
         parts = ", ".join(f"{k} ({v} nodes)" for k, v in s["partitions"].items())
-        console.print(f"Slurm cluster {s['cluster']}: controllers {s['controllers']}, accounting "
-                      f"{'on' if s['accounting'] else 'off'}, partitions {parts}, "
-                      f"{s['topology_switches']} switches in topology.conf")
+        console.print(
+            f"Slurm cluster {s['cluster']}: controllers {s['controllers']}, accounting "
+            f"{'on' if s['accounting'] else 'off'}, partitions {parts}, "
+            f"{s['topology_switches']} switches in topology.conf"
+        )
     stages = Table(title="Deploy stages", title_justify="left")
     stages.add_column("stage")
     stages.add_column("configures")

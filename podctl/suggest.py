@@ -1,4 +1,4 @@
-""""Did you mean ...?" for names a user mistyped: keys, profiles, hosts, stages."""
+""" "Did you mean ...?" for names a user mistyped: keys, profiles, hosts, stages."""
 
 from __future__ import annotations
 

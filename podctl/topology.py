@@ -9,18 +9,21 @@ cable goes (cable maps, Slurm topology, fabric validation) reads the plan
 instead of re-deriving it.
 
 Pure: no I/O, and the same `Fabric` always gives an identical plan.
+
+Why one module of this size: two-tier and three-tier planning share the unit,
+leaf and port arithmetic, and the plan's invariants are checked over both; the
+reader follows one cable from node to core in one file.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from ClusterShell.NodeSet import NodeSet
-
 from podctl.errors import PodctlError
+from podctl.hostlist import fold as fold_hostlist
 from podctl.model import Fabric
 
 SWITCH_TIERS: tuple[str, ...] = ("leaf", "spine", "core")
@@ -72,24 +75,14 @@ class FabricPlan:
     switches: tuple[Switch, ...]
     cables: tuple[Cable, ...]
     scalable_units: tuple[tuple[str, ...], ...]  # hostnames per SU, in order
-    _node_ports: dict[tuple[str, int], Port] = field(
-        init=False, repr=False, compare=False
-    )
+    _node_ports: dict[tuple[str, int], Port] = field(init=False, repr=False, compare=False)
     _su_of: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Lookups are indexed once so that per-host queries over a
         # thousand-node pod stay O(1).
-        node_ports = {
-            (c.lower.device, c.lower.port): c.upper
-            for c in self.cables
-            if c.tier == "node-leaf"
-        }
-        su_of = {
-            host: number
-            for number, hosts in enumerate(self.scalable_units, start=1)
-            for host in hosts
-        }
+        node_ports = {(c.lower.device, c.lower.port): c.upper for c in self.cables if c.tier == "node-leaf"}
+        su_of = {host: number for number, hosts in enumerate(self.scalable_units, start=1) for host in hosts}
         object.__setattr__(self, "_node_ports", node_ports)
         object.__setattr__(self, "_su_of", su_of)
 
@@ -107,21 +100,15 @@ class FabricPlan:
             return self._node_ports[(host, rail)]
         except KeyError:
             if host not in self._su_of:
-                raise KeyError(
-                    f"{host!r} is not attached to fabric {self.fabric!r}"
-                ) from None
-            raise KeyError(
-                f"fabric {self.fabric!r} has no rail {rail} (rails are numbered from 1)"
-            ) from None
+                raise KeyError(f"{host!r} is not attached to fabric {self.fabric!r}") from None
+            raise KeyError(f"fabric {self.fabric!r} has no rail {rail} (rails are numbered from 1)") from None
 
     def su_of(self, host: str) -> int:
         """The 1-based scalable unit that `host` belongs to."""
         try:
             return self._su_of[host]
         except KeyError:
-            raise KeyError(
-                f"{host!r} is not attached to fabric {self.fabric!r}"
-            ) from None
+            raise KeyError(f"{host!r} is not attached to fabric {self.fabric!r}") from None
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Switches per tier and cables per tier; absent tiers count 0."""
@@ -179,19 +166,13 @@ def _check_fabric(fabric: Fabric) -> None:
         raise TopologyError(f"{where} has no nodes attached; attach nodes or remove it")
     repeated = sorted(host for host, n in Counter(fabric.nodes).items() if n > 1)
     if repeated:
-        raise TopologyError(
-            f"{where} lists {', '.join(repeated)} more than once; each node is cabled once"
-        )
+        raise TopologyError(f"{where} lists {', '.join(repeated)} more than once; each node is cabled once")
     if fabric.rails < 1:
         raise TopologyError(f"{where}: rails is {fabric.rails}; a node needs at least one rail")
     if fabric.scalable_unit_size < 1:
-        raise TopologyError(
-            f"{where}: scalable_unit_size is {fabric.scalable_unit_size}; it must be at least 1"
-        )
+        raise TopologyError(f"{where}: scalable_unit_size is {fabric.scalable_unit_size}; it must be at least 1")
     if fabric.tiers not in (None, 2, 3):
-        raise TopologyError(
-            f"{where}: tiers is {fabric.tiers}; podctl plans 2 or 3 tiers (or auto)"
-        )
+        raise TopologyError(f"{where}: tiers is {fabric.tiers}; podctl plans 2 or 3 tiers (or auto)")
     if fabric.leaf_down_ports + fabric.leaf_up_ports > fabric.radix:
         raise TopologyError(
             f"{where}: leaf_down_ports {fabric.leaf_down_ports} + leaf_up_ports "
@@ -246,16 +227,12 @@ class _Planner:
         group: int | None = None,
     ) -> Switch:
         self.ordinal[tier] += 1
-        switch = Switch(
-            name, tier, self.fabric.radix, su, rail, block, self.ordinal[tier], plane, group
-        )
+        switch = Switch(name, tier, self.fabric.radix, su, rail, block, self.ordinal[tier], plane, group)
         self.switches.append(switch)
         return switch
 
     def cable(self, tier: str, lower: str, lower_port: int, upper: str, upper_port: int) -> None:
-        self.cables.append(
-            Cable(tier, Port(lower, lower_port), Port(upper, upper_port), self.rate)
-        )
+        self.cables.append(Cable(tier, Port(lower, lower_port), Port(upper, upper_port), self.rate))
 
 
 def plan_fabric(fabric: Fabric) -> FabricPlan:
@@ -265,9 +242,7 @@ def plan_fabric(fabric: Fabric) -> FabricPlan:
     """
     _check_fabric(fabric)
     size = fabric.scalable_unit_size
-    sus = tuple(
-        fabric.nodes[start : start + size] for start in range(0, len(fabric.nodes), size)
-    )
+    sus = tuple(fabric.nodes[start : start + size] for start in range(0, len(fabric.nodes), size))
     leaves = len(sus) * fabric.rails
 
     spines_two_tier = _two_tier_spines(fabric, leaves)
@@ -338,8 +313,7 @@ def _plan_two_tiers(planner: _Planner, leaf_names: list[list[str]], spine_count:
     per_pair = uplinks // spine_count
     spine_w = _width(spine_count)
     spines = [
-        planner.add_switch(f"{planner.prefix}-spine-{i:0{spine_w}d}", "spine").name
-        for i in range(1, spine_count + 1)
+        planner.add_switch(f"{planner.prefix}-spine-{i:0{spine_w}d}", "spine").name for i in range(1, spine_count + 1)
     ]
     leaf_order = [name for row in leaf_names for name in row]
     for leaf_index, leaf in enumerate(leaf_order):
@@ -347,9 +321,7 @@ def _plan_two_tiers(planner: _Planner, leaf_names: list[list[str]], spine_count:
         # leaf-spine pair share a cage (twin-port transceivers) where they can.
         for q in range(uplinks):
             spine, link = divmod(q, per_pair)
-            planner.cable(
-                "leaf-spine", leaf, down + 1 + q, spines[spine], leaf_index * per_pair + link + 1
-            )
+            planner.cable("leaf-spine", leaf, down + 1 + q, spines[spine], leaf_index * per_pair + link + 1)
 
 
 @dataclass
@@ -358,9 +330,7 @@ class _Spine:
     uplinks: int
 
 
-def _plan_three_tiers(
-    planner: _Planner, leaf_names: list[list[str]], su_count: int, block_of_su: list[int]
-) -> None:
+def _plan_three_tiers(planner: _Planner, leaf_names: list[list[str]], su_count: int, block_of_su: list[int]) -> None:
     fabric = planner.fabric
     spine_down = fabric.radix // 2
     leaf_down = fabric.leaf_down_ports
@@ -375,9 +345,7 @@ def _plan_three_tiers(
     # Spines per rail of each block: the same for every rail.
     spines_in_block: dict[int, int] = {}
     for block, block_sus in blocks.items():
-        count = _smallest_divisor_at_least(
-            uplinks, math.ceil(len(block_sus) * uplinks / spine_down)
-        )
+        count = _smallest_divisor_at_least(uplinks, math.ceil(len(block_sus) * uplinks / spine_down))
         # len(block_sus) <= spine_down, so `uplinks` itself always qualifies.
         assert count is not None
         spines_in_block[block] = count
@@ -391,14 +359,9 @@ def _plan_three_tiers(
             per_pair = uplinks // spine_count
             names = []
             for j in range(1, spine_count + 1):
-                name = (
-                    f"{planner.prefix}-spine-r{rail:0{rail_w}d}-b{block:0{block_w}d}"
-                    f"-{j:0{spine_w}d}"
-                )
+                name = f"{planner.prefix}-spine-r{rail:0{rail_w}d}-b{block:0{block_w}d}-{j:0{spine_w}d}"
                 core_group = j if planes_per_group is None else (j - 1) // planes_per_group + 1
-                planner.add_switch(
-                    name, "spine", rail=rail, block=block, plane=j, group=core_group
-                )
+                planner.add_switch(name, "spine", rail=rail, block=block, plane=j, group=core_group)
                 names.append(name)
                 # Each spine sends up what comes down (non-blocking);
                 # _plan_core_group may add uplinks to a short block's spines.
@@ -422,9 +385,7 @@ def _plan_three_tiers(
         _plan_core_group(planner, j, planes[j], spine_down, su_count)
 
 
-def _grouped_planes(
-    fabric: Fabric, blocks: dict[int, list[int]], spines_in_block: dict[int, int]
-) -> int | None:
+def _grouped_planes(fabric: Fabric, blocks: dict[int, list[int]], spines_in_block: dict[int, int]) -> int | None:
     """Planes per core group under the grouped-planes rule, or None for the per-plane rule.
 
     Grouped planes (NVIDIA's SuperPOD core groups): when every spine has the
@@ -444,10 +405,7 @@ def _grouped_planes(
     when it needs no more cores than the per-plane rule would.
     """
     radix = fabric.radix
-    uplinks = {
-        len(block_sus) * (fabric.leaf_up_ports // spines_in_block[block])
-        for block, block_sus in blocks.items()
-    }
+    uplinks = {len(block_sus) * (fabric.leaf_up_ports // spines_in_block[block]) for block, block_sus in blocks.items()}
     if len(uplinks) != 1 or len(set(spines_in_block.values())) != 1:
         return None  # uneven spines or uneven planes: per-plane rule
     (u,) = uplinks
@@ -484,9 +442,7 @@ def _plan_grouped_cores(
         assert all(s.uplinks == cores for s in spines)
         core_w = _width(cores)
         names = [
-            planner.add_switch(
-                f"{planner.prefix}-core-g{group:0{group_w}d}-{k:0{core_w}d}", "core", group=group
-            ).name
+            planner.add_switch(f"{planner.prefix}-core-g{group:0{group_w}d}-{k:0{core_w}d}", "core", group=group).name
             for k in range(1, cores + 1)
         ]
         for position, spine in enumerate(spines, start=1):
@@ -494,9 +450,7 @@ def _plan_grouped_cores(
                 planner.cable("spine-core", spine.name, spine_down + 1 + m, names[m], position)
 
 
-def _plan_core_group(
-    planner: _Planner, plane: int, spines: list[_Spine], spine_down: int, su_count: int
-) -> None:
+def _plan_core_group(planner: _Planner, plane: int, spines: list[_Spine], spine_down: int, su_count: int) -> None:
     """Per-plane rule: cores of one plane, and the cables from that plane's spines to them.
 
     Used when the grouped-planes rule (see _grouped_planes) does not apply.
@@ -514,9 +468,7 @@ def _plan_core_group(
             spine.uplinks = max(spine.uplinks, cores)
         cores = math.ceil(sum(s.uplinks for s in spines) / radix)
     if cores > spine_up:
-        most_nodes = (radix // fabric.rails) * spine_down * min(
-            fabric.scalable_unit_size, fabric.leaf_down_ports
-        )
+        most_nodes = (radix // fabric.rails) * spine_down * min(fabric.scalable_unit_size, fabric.leaf_down_ports)
         raise TopologyError(
             f"fabric {fabric.name!r}: {len(fabric.nodes)} nodes ({su_count} SUs) exceed "
             f"what three tiers of {radix}-port switches can join: spine plane {plane} "
@@ -551,15 +503,8 @@ def _plan_core_group(
                 # core within one link of the others.
                 core = cursor % cores
                 cursor += 1
-            planner.cable(
-                "spine-core", spine.name, spine_down + 1 + m, names[core], next_port[core]
-            )
+            planner.cable("spine-core", spine.name, spine_down + 1 + m, names[core], next_port[core])
             next_port[core] += 1
-
-
-def fold_hostlist(names: Iterable[str]) -> str:
-    """Fold hostnames into Slurm/ClusterShell hostlist syntax: node[01-03]."""
-    return str(NodeSet.fromlist(list(names)))
 
 
 def slurm_topology_conf(plan: FabricPlan, scheduled: Collection[str] | None = None) -> str:
@@ -577,8 +522,7 @@ def slurm_topology_conf(plan: FabricPlan, scheduled: Collection[str] | None = No
     lines = [
         f"# Generated by podctl from the declared fabric {plan.fabric!r}; "
         "change the site file and regenerate rather than editing this.",
-        "# Each scalable unit is one switch here: its nodes are one leaf hop "
-        "apart on every rail.",
+        "# Each scalable unit is one switch here: its nodes are one leaf hop apart on every rail.",
     ]
     # An SU left with no scheduled host would be a switch without nodes,
     # which slurmctld rejects: it is left out.
@@ -617,7 +561,6 @@ __all__ = [
     "Port",
     "Switch",
     "TopologyError",
-    "fold_hostlist",
     "plan_fabric",
     "slurm_topology_conf",
 ]

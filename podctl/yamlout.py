@@ -5,6 +5,13 @@ to render a 1,344-node inventory. Our data is only mappings, lists, strings,
 numbers, booleans and null, so a direct writer is short and several times
 faster. Anything not plainly safe is written as a JSON string, which YAML
 reads back unchanged; multi-line text becomes a literal block.
+
+Values are data. Ansible evaluates any string of an inventory that holds a
+Jinja marker (`{{`, `{%`, `{#`), and every such marker begins with `{`: a
+string with a `{` in it is written with Ansible's `!unsafe` tag, which makes
+Ansible treat it as text, never as a template. Strings without one cannot be
+templates, and stay plain so that tools reading the inventory as JSON
+(testinfra through `ansible-inventory`) see plain strings.
 """
 
 from __future__ import annotations
@@ -12,11 +19,25 @@ from __future__ import annotations
 import json
 import re
 
-_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@\[\],:+-]*$")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+import yaml
+
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./@\[\],:+-]*")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 # Plain scalars that YAML 1.1 (Ansible's loader) would read as something other than a string.
-_SPECIAL = re.compile(r"^(y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|"
-                      r"null|Null|NULL|~)$")
+_SPECIAL = re.compile(
+    r"(y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|"
+    r"null|Null|NULL|~)"
+)
+UNSAFE_TAG = "!unsafe"
+# Line breaks YAML 1.1 knows beyond \n and \r, which JSON's encoder leaves as they are.
+_YAML_BREAKS = {"\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _quoted(text: str) -> str:
+    quoted = json.dumps(text, ensure_ascii=False)
+    for char, escape in _YAML_BREAKS.items():
+        quoted = quoted.replace(char, escape)
+    return quoted
 
 
 def _scalar(value: object) -> str:
@@ -29,15 +50,24 @@ def _scalar(value: object) -> str:
     if isinstance(value, (int, float)):
         return json.dumps(value)
     text = str(value)
-    if _PLAIN.match(text) and not _SPECIAL.match(text) and ": " not in text and not text.endswith(":") \
-            and "," not in text and "[" not in text:
+    if (
+        _PLAIN.fullmatch(text)
+        and not _SPECIAL.fullmatch(text)
+        and ": " not in text
+        and not text.endswith(":")
+        and "," not in text
+        and "[" not in text
+    ):
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return f"{UNSAFE_TAG} {_quoted(text)}" if "{" in text else _quoted(text)
 
 
 def _key(key: object) -> str:
     text = str(key)
-    return text if _KEY.match(text) and not _SPECIAL.match(text) else json.dumps(text, ensure_ascii=False)
+    if "{" in text:
+        # Keys name hosts, groups and fabrics, which the site loader allows no braces in.
+        raise ValueError(f"inventory key {text!r} holds a brace; the site loader should have refused it")
+    return text if _KEY.fullmatch(text) and not _SPECIAL.fullmatch(text) else _quoted(text)
 
 
 def _emit(value: object, indent: int, out: list[str]) -> None:
@@ -59,7 +89,7 @@ def _emit(value: object, indent: int, out: list[str]) -> None:
                 lines: list[str] = []
                 _emit(item, indent + 2, lines)
                 first = lines[0]
-                out.append(f"{pad}- {first[indent + 2:]}")
+                out.append(f"{pad}- {first[indent + 2 :]}")
                 out.extend(lines[1:])
             elif isinstance(item, list) and item:
                 out.append(f"{pad}-\n")
@@ -78,9 +108,14 @@ def _inline(value: object, indent: int) -> str:
     if isinstance(value, str) and "\n" in value and not value.startswith(" "):
         body = value[:-1] if value.endswith("\n") else value
         chomp = "" if value.endswith("\n") else "-"
-        if "\n\n" not in value and all(line == line.rstrip() for line in body.split("\n")):
+        if (
+            "\n\n" not in value
+            and all(line == line.rstrip() for line in body.split("\n"))
+            and not any(c in value for c in "\r\x85\u2028\u2029")
+        ):
             pad = " " * indent
-            return f"|{chomp}\n" + "\n".join(pad + line if line else line for line in body.split("\n"))
+            tag = f"{UNSAFE_TAG} " if "{" in value else ""
+            return f"{tag}|{chomp}\n" + "\n".join(pad + line if line else line for line in body.split("\n"))
     return _scalar(value)
 
 
@@ -88,3 +123,15 @@ def dump(data: dict) -> str:
     out: list[str] = []
     _emit(data, 0, out)
     return "".join(out)
+
+
+class _Reader(yaml.SafeLoader):
+    """PyYAML's safe loader that reads `!unsafe` strings back as plain strings."""
+
+
+_Reader.add_constructor(UNSAFE_TAG, lambda loader, node: loader.construct_scalar(node))
+
+
+def load(text: str) -> object:
+    """Read back what `dump` wrote (tests, and podctl reading its own inventory)."""
+    return yaml.load(text, Loader=_Reader)  # noqa: S506 - a SafeLoader subclass

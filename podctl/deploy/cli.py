@@ -19,38 +19,21 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import PodctlError
-from ..model import Site
+from .. import assets
+from ..ansible import ansible_settings, refuse_templates, stdout_tail
+from ..console import make_console, piped_width, styled
+from ..remote import private_key_for
 from .errors import DeployError
 from .limit import expand_limit
 from .recap import Recap
-from .run import DeployRequest, DeployResult, execute, fact_cache_dir
-from .settings import ansible_settings
+from .run import RUNNER_IDENT, DeployRequest, DeployResult, execute, fact_cache_dir
 from .stages import STAGES, check_validation_tools, select_stages
 
 EXIT_HOST_FAILURES = 1
 
-err_console = Console(stderr=True, highlight=False)
-# Piped output (logs, CI) would be cut at 80 columns: the recap needs its failed-task column.
-out_console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-
-
-def default_playbooks_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "playbooks"
-
-
-def site_private_key(site: Site, given: Path | None, first: str) -> Path | None:
-    """The SSH key for root on the site's nodes: `given`, else for a sim pod the key
-    `podctl sim up` made, else None (ssh's own defaults). `first` is what to run when
-    a sim pod has no key yet."""
-    if given is not None or not site.emulated:
-        return given
-    from podctl.sim import state
-
-    key = state.ssh_key_path(site.name)
-    if not key.is_file():
-        raise PodctlError(f"pod {site.name}: no sim SSH key; bring the pod up first: {first}")
-    return key
+err_console = make_console(stderr=True)
+# The recap needs its failed-task column.
+out_console = make_console(width=piped_width())
 
 
 class LiveProgress:
@@ -92,8 +75,12 @@ class LiveProgress:
                     if key not in self.printed_failures:
                         self.printed_failures.add(key)
                         what = "unreachable" if last.unreachable else "failed"
-                        console.print(f"[red]{name}: {what} at {last.stage} / {last.task}[/red]"
-                                      f"{': ' + last.message if last.message else ''}")
+                        console.print(
+                            styled(
+                                (f"{name}: {what} at {last.stage} / {last.task}", "red"),
+                                f": {last.message}" if last.message else "",
+                            )
+                        )
             self.failed = {h: recap.hosts[h].status for h in recap.failed_hosts}
 
     def finish(self) -> None:
@@ -113,13 +100,13 @@ class LiveProgress:
                 seen = self.stage_hosts.get(stage, set())
                 failed = len([h for h in seen if h in self.failed])
                 if stage in self.done_stages:
-                    state, done, task = "[green]done[/green]", f"{len(seen) - failed}/{len(self.hosts)}", ""
+                    state, done, task = styled(("done", "green")), f"{len(seen) - failed}/{len(self.hosts)}", ""
                 elif stage == self.stage:
-                    state = "[yellow]running[/yellow]"
+                    state = styled(("running", "yellow"))
                     done = f"{len(self.task_hosts)}/{len(active)} on task"
                     task = self.task
                 else:
-                    state, done, task = "[dim]pending[/dim]", "", ""
+                    state, done, task = styled(("pending", "dim")), "", ""
                 table.add_row(stage, state, done, str(failed) if failed else "", task)
             elapsed = time.monotonic() - self.started
             footer = Text(f"{elapsed:5.0f} s  {len(self.hosts)} host(s), {len(self.failed)} failed", style="dim")
@@ -128,8 +115,15 @@ class LiveProgress:
 
 def recap_table(recap: Recap) -> Table:
     table = Table(title="deploy recap", title_justify="left")
-    for column, justify in (("host", "left"), ("ok", "right"), ("changed", "right"), ("failed", "right"),
-                            ("unreachable", "right"), ("skipped-by-hardware", "right"), ("failed task", "left")):
+    for column, justify in (
+        ("host", "left"),
+        ("ok", "right"),
+        ("changed", "right"),
+        ("failed", "right"),
+        ("unreachable", "right"),
+        ("skipped-by-hardware", "right"),
+        ("failed task", "left"),
+    ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for name in sorted(recap.hosts):
         r = recap.hosts[name]
@@ -140,8 +134,16 @@ def recap_table(recap: Recap) -> Table:
             if f.message:
                 failure += f" - {f.message}"
         style = "red" if (r.failed or r.unreachable) else None
-        table.add_row(name, str(r.ok), str(r.changed), str(r.failed), str(r.unreachable),
-                      str(r.skipped_by_hardware), failure, style=style)
+        table.add_row(
+            name,
+            str(r.ok),
+            str(r.changed),
+            str(r.failed),
+            str(r.unreachable),
+            str(r.skipped_by_hardware),
+            failure,
+            style=style,
+        )
     return table
 
 
@@ -151,61 +153,120 @@ def print_result(result: DeployResult, console: Console) -> None:
     if gates:
         console.print("skipped by hardware: " + "; ".join(gates), style="dim")
     if result.aborted:
-        console.print(f"[red]{result.aborted}[/red]")
+        console.print(result.aborted, style="red")
     elif result.status not in ("successful", "failed"):
-        console.print(f"[red]ansible-runner status: {result.status} (rc {result.rc})[/red]")
+        console.print(f"ansible-runner status: {result.status} (rc {result.rc})", style="red")
     failed = result.recap.failed_hosts
     ran = any(r.ok or r.changed or r.failed or r.unreachable for r in result.recap.hosts.values())
-    verdict = (f"[red]{len(failed)} host(s) failed: {', '.join(failed)}[/red]" if failed
-               else "[green]all hosts ok[/green]" if ran and result.rc == 0
-               else "[red]no host completed a task[/red]" if not ran else "[red]the run did not finish[/red]")
-    console.print(f"{verdict} in {result.seconds:.1f} s; run directory: {result.run_dir}", soft_wrap=True)
+    verdict = (
+        (f"{len(failed)} host(s) failed: {', '.join(failed)}", "red")
+        if failed
+        else ("all hosts ok", "green")
+        if ran and result.rc == 0
+        else ("no host completed a task", "red")
+        if not ran
+        else ("the run did not finish", "red")
+    )
+    console.print(styled(verdict, f" in {result.seconds:.1f} s; run directory: {result.run_dir}"), soft_wrap=True)
 
 
 @click.command("deploy")
 @click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--only", "only", metavar="STAGES", help=f"Run only these stages (comma-separated: {','.join(STAGES)}).")
 @click.option("--skip", "skip", metavar="STAGES", help="Run every stage but these.")
-@click.option("--limit", "limit", metavar="HOSTLIST", help="Only these hosts (ClusterShell syntax: node[01-03],head01).")
+@click.option(
+    "--limit", "limit", metavar="HOSTLIST", help="Only these hosts (ClusterShell syntax: node[01-03],head01)."
+)
 @click.option("--check", is_flag=True, help="Report what would change without changing it.")
 @click.option("--diff", is_flag=True, help="Show the changes made (or, with --check, that would be made) to files.")
-@click.option("--runs-dir", "runs_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
-              show_default=True, help="Where each run's directory (events, stdout, inventory) is created.")
-@click.option("--max-fail-percent", "max_fail_percent", type=click.FloatRange(0, 100), default=100.0,
-              show_default=True, help="Stop the run once more than this percentage of hosts failed (100: never).")
-@click.option("--ansible-defaults", "ansible_defaults", is_flag=True,
-              help="Run with Ansible's defaults (5 forks, no pipelining, no SSH multiplexing, no fact cache).")
-@click.option("--private-key", "private_key", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="SSH key for root on the nodes (default for a sim pod: the key `podctl sim up` made).")
-@click.option("--playbooks-dir", "playbooks_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=None, help="Folder with site.yml and the stage playbooks (default: podctl's own).")
-def deploy(site_file: Path, only: str | None, skip: str | None, limit: str | None, check: bool, diff: bool,
-           runs_dir: Path, max_fail_percent: float, ansible_defaults: bool, private_key: Path | None,
-           playbooks_dir: Path | None) -> None:
+@click.option(
+    "--runs-dir",
+    "runs_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Where each run's directory (events, stdout, inventory) is created.",
+)
+@click.option(
+    "--max-fail-percent",
+    "max_fail_percent",
+    type=click.FloatRange(0, 100),
+    default=100.0,
+    show_default=True,
+    help="Stop the run once more than this percentage of hosts failed (100: never).",
+)
+@click.option(
+    "--ansible-defaults",
+    "ansible_defaults",
+    is_flag=True,
+    help="Run with Ansible's defaults (5 forks, no pipelining, no SSH multiplexing, no fact cache).",
+)
+@click.option(
+    "--private-key",
+    "private_key",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="SSH key for root on the nodes (default for a sim pod: the key `podctl sim up` made).",
+)
+@click.option(
+    "--playbooks-dir",
+    "playbooks_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Folder with site.yml and the stage playbooks (default: podctl's own).",
+)
+def deploy(
+    site_file: Path,
+    only: str | None,
+    skip: str | None,
+    limit: str | None,
+    check: bool,
+    diff: bool,
+    runs_dir: Path,
+    max_fail_percent: float,
+    ansible_defaults: bool,
+    private_key: Path | None,
+    playbooks_dir: Path | None,
+) -> None:
     """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring, validation-tools."""
     from podctl.site import load_site
 
     stages = select_stages(only, skip)
+    playbooks = (playbooks_dir or assets.playbooks_dir()).resolve()
+    runs_dir = runs_dir.resolve()
+    refuse_templates({"--playbooks-dir": playbooks, "--runs-dir": runs_dir, "--private-key": private_key or ""})
     site = load_site(site_file)
     if "validation-tools" in stages:
         check_validation_tools(site)
     all_hosts = [n.hostname for n in site.nodes]
     hosts = expand_limit(limit, all_hosts) if limit else all_hosts
-    private_key = site_private_key(site, private_key, f"podctl sim up {site_file}")
-    playbooks = (playbooks_dir or default_playbooks_dir()).resolve()
-    runs_dir = runs_dir.resolve()
+    private_key = private_key_for(site, private_key, f"podctl sim up {site_file}")
+    refuse_templates({"the sim's SSH key": private_key or ""})
     settings = ansible_settings(
-        hosts=len(hosts), fast=not ansible_defaults, fact_cache_dir=fact_cache_dir(runs_dir, site.name),
-        roles_path=playbooks / "roles", private_key=private_key,
+        hosts=len(hosts),
+        fast=not ansible_defaults,
+        fact_cache_dir=fact_cache_dir(runs_dir, site.name),
+        roles_path=assets.roles_dir() if playbooks_dir is None else playbooks / "roles",
+        private_key=private_key,
         # The sim's containers get fresh host keys on every `sim up`.
         host_key_checking=not site.emulated,
     )
-    request = DeployRequest(site=site, playbooks_dir=playbooks, stages=stages, hosts=hosts, limited=bool(limit),
-                            settings=settings, runs_dir=runs_dir, check=check, diff=diff,
-                            max_fail_percent=max_fail_percent)
+    request = DeployRequest(
+        site=site,
+        playbooks_dir=playbooks,
+        stages=stages,
+        hosts=hosts,
+        limited=bool(limit),
+        settings=settings,
+        runs_dir=runs_dir,
+        check=check,
+        diff=diff,
+        max_fail_percent=max_fail_percent,
+    )
     mode = "Ansible defaults" if ansible_defaults else "fast settings"
-    err_console.print(f"deploy {site.name}: stages {', '.join(stages)} on {len(hosts)} host(s), "
-                      f"{settings.forks} forks, {mode}{', check mode' if check else ''}")
+    err_console.print(
+        f"deploy {site.name}: stages {', '.join(stages)} on {len(hosts)} host(s), "
+        f"{settings.forks} forks, {mode}{', check mode' if check else ''}"
+    )
     progress = LiveProgress(stages, hosts)
     with Live(progress, console=err_console, refresh_per_second=4, transient=False) as live:
 
@@ -222,9 +283,11 @@ def deploy(site_file: Path, only: str | None, skip: str | None, limit: str | Non
     if result.recap.failed_hosts or result.aborted:
         sys.exit(EXIT_HOST_FAILURES)
     if result.status != "successful":
-        tail = _stdout_tail(result.run_dir)
-        raise DeployError(f"ansible-playbook ended with {result.status} (rc {result.rc}) before any host failed:\n"
-                          f"{tail}\nsee {result.run_dir}")
+        tail = stdout_tail(result.run_dir / "artifacts" / RUNNER_IDENT)
+        raise DeployError(
+            f"ansible-playbook ended with {result.status} (rc {result.rc}) before any host failed:\n"
+            f"{tail}\nsee {result.run_dir}"
+        )
 
 
 def _print_diff(event: dict[str, Any], console: Console) -> None:
@@ -234,11 +297,3 @@ def _print_diff(event: dict[str, Any], console: Console) -> None:
     res = (event.get("event_data") or {}).get("res") or {}
     if res.get("diff") and event.get("stdout"):
         console.print(Text.from_ansi(str(event["stdout"])))
-
-
-def _stdout_tail(run_dir: Path, lines: int = 15) -> str:
-    path = run_dir / "artifacts" / "deploy" / "stdout"
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no stdout recorded)"

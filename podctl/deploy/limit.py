@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-
+from ..hostlist import HostlistError, expand
+from ..hostlist import fold as fold_hostlist
 from ..suggest import closest
 from .errors import DeployError
 
@@ -14,8 +14,8 @@ def expand_limit(hostlist: str, known_hosts: Sequence[str]) -> list[str]:
     """Expand `hostlist` and return the hosts in the site's order; any host the
     site does not declare is an error that names it."""
     try:
-        wanted = list(NodeSet(hostlist))
-    except NodeSetParseError as exc:
+        wanted = list(expand(hostlist))
+    except HostlistError as exc:
         raise DeployError(f"--limit {hostlist!r}: not a host list ({exc}); e.g. node[01-03],head01") from exc
     if not wanted:
         raise DeployError(f"--limit {hostlist!r}: names no host")
@@ -26,7 +26,9 @@ def expand_limit(hostlist: str, known_hosts: Sequence[str]) -> list[str]:
         for host in unknown:
             close = closest(host, known_hosts)
             hints.append(f"{host} (did you mean {close}?)" if close else host)
-        raise DeployError(f"--limit {hostlist!r}: not in the site: {', '.join(hints)}; "
-                          f"the site's hosts are {NodeSet.fromlist(list(known_hosts))}")
+        raise DeployError(
+            f"--limit {hostlist!r}: not in the site: {', '.join(hints)}; "
+            f"the site's hosts are {fold_hostlist(known_hosts)}"
+        )
     chosen = set(wanted)
     return [h for h in known_hosts if h in chosen]

@@ -52,7 +52,7 @@ def _task_name(data: dict[str, Any]) -> str:
     role = data.get("role")
     # Ansible prefixes role tasks with "role : " in some event fields; show the bare name.
     if role and name.startswith(f"{role} : "):
-        name = name[len(role) + 3:]
+        name = name[len(role) + 3 :]
     return name
 
 
@@ -110,7 +110,7 @@ class Recap:
         if kind == "runner_on_ok":
             if name.startswith(HARDWARE_GATE_PREFIX):
                 rec.skipped_by_hardware += 1
-                rec.hardware_gates.append(f"{self.stage or '?'}: {name[len(HARDWARE_GATE_PREFIX):].strip()}")
+                rec.hardware_gates.append(f"{self.stage or '?'}: {name[len(HARDWARE_GATE_PREFIX) :].strip()}")
             else:
                 rec.ok += 1
                 if res.get("changed"):

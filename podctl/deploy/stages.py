@@ -1,16 +1,14 @@
-"""The deploy stages, in the order site.yml runs them: one playbook each."""
+"""Choosing deploy stages (podctl.assets.STAGES, in the order site.yml runs them): one playbook each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..inventory import VALIDATION_PACKAGE
+from ..assets import STAGES, stage_playbook_name, validation_package
 from ..model import Site
 from ..suggest import did_you_mean
 from .errors import DeployError
-
-STAGES: tuple[str, ...] = ("os", "fabric", "storage", "slurm", "monitoring", "validation-tools")
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -27,8 +25,9 @@ def parse_stage_list(text: str | None, option: str) -> list[str]:
         raise DeployError(f"{option}: empty stage list; stages are {', '.join(STAGES)}")
     for name in names:
         if name not in STAGES:
-            raise DeployError(f"{option}: unknown stage {name!r}{_did_you_mean(name, STAGES)}; "
-                              f"stages are {', '.join(STAGES)}")
+            raise DeployError(
+                f"{option}: unknown stage {name!r}{_did_you_mean(name, STAGES)}; stages are {', '.join(STAGES)}"
+            )
     return names
 
 
@@ -46,12 +45,14 @@ def select_stages(only: str | None, skip: str | None) -> list[str]:
 
 def stage_playbooks(playbooks_dir: Path, stages: list[str]) -> list[Path]:
     """Each stage's playbook; a missing one is an error that says which."""
-    missing = [s for s in stages if not (playbooks_dir / f"{s}.yml").is_file()]
+    missing = [s for s in stages if not (playbooks_dir / stage_playbook_name(s)).is_file()]
     if missing:
         raise DeployError(
             f"no playbook for stage(s) {', '.join(missing)} in {playbooks_dir} "
-            f"(expected {', '.join(f'{s}.yml' for s in missing)}); run the others with --skip {','.join(missing)}")
-    return [playbooks_dir / f"{s}.yml" for s in stages]
+            f"(expected {', '.join(stage_playbook_name(s) for s in missing)}); run the others with "
+            f"--skip {','.join(missing)}"
+        )
+    return [playbooks_dir / stage_playbook_name(s) for s in stages]
 
 
 def wrapper_playbook(playbooks: list[Path]) -> str:
@@ -77,22 +78,29 @@ def stage_of_task_path(task_path: str | None) -> str | None:
         index = len(parts) - 1 - parts[::-1].index("roles")
         if index + 1 < len(parts) and parts[index + 1].replace("_", "-") in STAGES:
             return parts[index + 1].replace("_", "-")
-    stem = Path(path).stem
+    stem = Path(path).stem.replace("_", "-")
     return stem if stem in STAGES else None
 
 
 def check_validation_tools(site: Site) -> None:
     """The controller folders the validation-tools stage copies to the nodes exist."""
-    if not (VALIDATION_PACKAGE / "__init__.py").is_file():
-        raise DeployError(f"{VALIDATION_PACKAGE}: podctl's validation/ package is not there (run podctl from a "
-                          "checkout, installed with pip install -e); or deploy with --skip validation-tools")
+    package = validation_package()
+    if not (package / "__init__.py").is_file():
+        raise DeployError(
+            f"{package}: podctl's validation package is incomplete (reinstall podctl); or deploy "
+            "with --skip validation-tools"
+        )
     tools = site.validation.tools
     if tools.wheels is None:
         return
-    make = (f"make it with `pip download {' '.join(tools.packages)} --dest {tools.wheels}` on a machine of the "
-            "nodes' Python version and architecture (for the sim: `make sim-wheels`)")
+    make = (
+        f"make it with `pip download {' '.join(tools.packages)} --dest {tools.wheels}` on a machine of the "
+        "nodes' Python version and architecture (for the sim: `make sim-wheels`)"
+    )
     if not tools.wheels.is_dir():
-        raise DeployError(f"validation.tools.wheels: {tools.wheels} is not a folder on this machine; {make}, "
-                          "or remove `wheels` to install from an index")
+        raise DeployError(
+            f"validation.tools.wheels: {tools.wheels} is not a folder on this machine; {make}, "
+            "or remove `wheels` to install from an index"
+        )
     if not any(tools.wheels.glob("*.whl")):
         raise DeployError(f"validation.tools.wheels: {tools.wheels} holds no wheels (*.whl); {make}")

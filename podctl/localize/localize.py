@@ -29,6 +29,12 @@ The search, in rounds of node-disjoint tests:
 
 Steps 2 and 3 each run their tests for every fault at once, so the rounds grow
 with log2 of the SU size and a few fixed steps, not with k.
+
+Traffic cannot see every cable: a cable no route crosses (the leaf uplinks of a one-SU pod,
+spine-core cables the subnet manager's routes never take) carries no test. Port counters can:
+`PortEvidence` (a port down, trained below its width or speed, or counting errors; from
+ibqueryerrors/perfquery or an HCA's sysfs counters, attributed to the plan's cable) names a
+cable directly, and a failing test it explains needs no other culprit.
 """
 
 from __future__ import annotations
@@ -72,6 +78,15 @@ def link_ends(cable: Cable, hca_names: HcaNames | None = None) -> tuple[str, str
     return lower, f"{cable.upper.device}[{cable.upper.port}]"
 
 
+@dataclass(frozen=True, slots=True)
+class PortEvidence:
+    """What a cable's port counters or link state say against it: `what`, e.g.
+    "port state Down", "width 2X of 4X", "SymbolErrorCounter 1234 (threshold 10)"."""
+
+    cable: Cable
+    what: str
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     bad_nodes: tuple[str, ...]
@@ -81,6 +96,8 @@ class Diagnosis:
     bad_cables: tuple[Cable, ...] = ()  # the plan's cables behind bad_links
     suspects: tuple[str, ...] = ()  # elements of failing tests that nothing accused explains
     unexplained: int = 0  # failing tests that no accusation explains (suspects list their candidates)
+    # (end_a, end_b, what) for each cable named on its port counters rather than (only) by traffic
+    counter_evidence: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -107,6 +124,7 @@ class Localizer:
         max_resolve_rounds: int = 4,
         hosts: Sequence[str] | None = None,
         hca_names: HcaNames | None = None,
+        port_evidence: Sequence[PortEvidence] = (),
     ) -> None:
         self.plan = plan
         self.tester = tester
@@ -123,20 +141,22 @@ class Localizer:
         self.units = [[h for h in su if h in wanted] for su in plan.scalable_units]
         self.su_of = {h: plan.su_of(h) for h in self.hosts}
         cables = self.router.cables
-        self.node_leaf = {
-            (c.lower.device, c.lower.port): i for i, c in enumerate(cables) if c.tier == "node-leaf"
-        }
+        self.node_leaf = {(c.lower.device, c.lower.port): i for i, c in enumerate(cables) if c.tier == "node-leaf"}
         self.leaf_cable_host = {i: host for (host, _), i in self.node_leaf.items()}
         switch_rail = {s.name: s.rail for s in plan.switches}
         self.rail_of = {i: switch_rail[c.lower.device] for i, c in enumerate(cables) if c.tier != "node-leaf"}
         # Switch cables that some route crosses; the others no traffic test can see.
-        self.switch_cables = frozenset(
-            i for r in range(1, self.rails + 1) for i in self.router.users(r)
-        )
+        self.switch_cables = frozenset(i for r in range(1, self.rails + 1) for i in self.router.users(r))
         self._leaf_hosts: dict[str, list[str]] = {}
         for host in self.hosts:
             for rail in range(1, self.rails + 1):
                 self._leaf_hosts.setdefault(self.router.leaf(host, rail), []).append(host)
+        # Cables their counters name: accused on that evidence, and explaining the tests they are in.
+        self.counter_bad: dict[int, str] = {}
+        for item in port_evidence:
+            cid = self.router.cable_id.get(item.cable)
+            if cid is not None:
+                self.counter_bad[cid] = "; ".join(filter(None, (self.counter_bad.get(cid), item.what)))
         self.evidence = _Evidence()
         self.rounds = 0
         self.tests = 0
@@ -201,7 +221,7 @@ class Localizer:
 
     def _accused(self) -> set[Element]:
         ev = self.evidence
-        accused: set[Element] = set()
+        accused: set[Element] = set(self.counter_bad)
         for elements in ev.failing:
             left = elements - ev.cleared
             if len(left) == 1:
@@ -309,7 +329,7 @@ class Localizer:
         for i, a in enumerate(order):
             if a in taken:
                 continue
-            for b in order[i + 1:]:
+            for b in order[i + 1 :]:
                 if b not in taken and frozenset((a, b)) not in self.tried_pairs:
                     self.tried_pairs.add(frozenset((a, b)))
                     taken |= {a, b}
@@ -444,7 +464,7 @@ class Localizer:
             (
                 self.router.cables[e]
                 for e in accused
-                if isinstance(e, int) and self.leaf_cable_host.get(e) not in bad_nodes
+                if isinstance(e, int) and (self.leaf_cable_host.get(e) not in bad_nodes or e in self.counter_bad)
             ),
             key=self._ends,
         )
@@ -462,13 +482,27 @@ class Localizer:
             bad_cables=tuple(bad_cables),
             suspects=tuple(sorted(suspects)),
             unexplained=len(unexplained) + undetermined,
+            counter_evidence=tuple(
+                (*self._ends(self.router.cables[cid]), what)
+                for cid, what in sorted(
+                    self.counter_bad.items(), key=lambda item: self._ends(self.router.cables[item[0]])
+                )
+            ),
         )
 
 
 def localize(
-    plan: FabricPlan, tester: Tester, threshold: float, router: Router | None = None,
-    hosts: Sequence[str] | None = None, hca_names: HcaNames | None = None,
+    plan: FabricPlan,
+    tester: Tester,
+    threshold: float,
+    router: Router | None = None,
+    hosts: Sequence[str] | None = None,
+    hca_names: HcaNames | None = None,
+    port_evidence: Sequence[PortEvidence] = (),
 ) -> Diagnosis:
     """Run the all-nodes test over `hosts` (default: every node of the fabric) and,
-    if it falls short, name the bad nodes and cables (HCAs as `hca_names` calls them)."""
-    return Localizer(plan, tester, threshold, router, hosts=hosts, hca_names=hca_names).run()
+    if it falls short, name the bad nodes and cables (HCAs as `hca_names` calls them);
+    cables with `port_evidence` are named on it, crossed by traffic or not."""
+    return Localizer(
+        plan, tester, threshold, router, hosts=hosts, hca_names=hca_names, port_evidence=port_evidence
+    ).run()

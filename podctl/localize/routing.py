@@ -33,9 +33,7 @@ class Router:
         self.rails = max(c.lower.port for c in plan.cables_in("node-leaf"))
         self.hosts: tuple[str, ...] = tuple(h for su in plan.scalable_units for h in su)
         self.index = {h: i for i, h in enumerate(self.hosts)}
-        self._leaf_of = {
-            (c.lower.device, c.lower.port): c.upper.device for c in plan.cables_in("node-leaf")
-        }
+        self._leaf_of = {(c.lower.device, c.lower.port): c.upper.device for c in plan.cables_in("node-leaf")}
         self.cables: tuple[Cable, ...] = plan.cables
         self.cable_id: dict[Cable, int] = {c: i for i, c in enumerate(plan.cables)}
         self._up: dict[str, list[Cable]] = {}
@@ -51,9 +49,7 @@ class Router:
             cables.sort(key=lambda c: c.upper.port)
         self._pairs: dict[tuple[str, str, int], frozenset[int]] = {}
         # The leaves beneath each switch, tier by tier from the bottom.
-        self._beneath: dict[str, frozenset[str]] = {
-            s.name: frozenset((s.name,)) for s in plan.switches_in("leaf")
-        }
+        self._beneath: dict[str, frozenset[str]] = {s.name: frozenset((s.name,)) for s in plan.switches_in("leaf")}
         for tier in ("spine", "core"):
             for switch in plan.switches_in(tier):
                 below: set[str] = set()

@@ -69,9 +69,7 @@ def check_disjoint(tests: Sequence[Test]) -> None:
             seen.add(node)
 
 
-def cross_su_matching(
-    units: Sequence[Sequence[str]], offset: int, per_rail: bool = True
-) -> tuple[Test, ...]:
+def cross_su_matching(units: Sequence[Sequence[str]], offset: int, per_rail: bool = True) -> tuple[Test, ...]:
     """Pairs across scalable units: SU i with SU i + m/2, partners rotating with `offset`.
 
     `units` are the hosts of each SU (hosts may be left out, e.g. known-bad
@@ -89,8 +87,8 @@ def cross_su_matching(
         # with uneven SUs, which node is left over.
         x, y = _rotate(units[i], offset), _rotate(units[i + half], 2 * offset)
         pairs.extend(zip(x, y))
-        left.extend(x[len(y):])
-        left.extend(y[len(x):])
+        left.extend(x[len(y) :])
+        left.extend(y[len(x) :])
     if m % 2:
         left.extend(units[-1])
     if left:

@@ -14,6 +14,12 @@ Model (documented so that its limits are plain):
   outright (figure 0).
 - Contention between concurrent tests is not modelled: the fat tree is
   non-blocking and tests of a round share no node.
+- Port counters (`port_evidence`): a cable that is slow is slow for a physical
+  reason its ports record: it trained at a lower width (half the lanes: half
+  the rate) or it counts symbol errors and link retries; a dead port is in
+  state Down. Which of the first two a slow cable shows is drawn from the
+  fault's place (deterministic). A slow node shows nothing in the fabric's
+  counters: only traffic finds it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 from podctl.model import IB_RATES_GBPS
 from podctl.topology import Cable, FabricPlan
 
-from .localize import Result
+from .localize import PortEvidence, Result
 from .routing import Router
 from .schedule import Test, check_disjoint
 
@@ -48,7 +54,7 @@ class Fault:
 
 
 class SimulatedFabric:
-    """Implements the localizer's Tester over a FabricPlan with injected faults."""
+    """The fabric with its faults: runs tests (the localizer's Tester) and reports port counters."""
 
     def __init__(self, plan: FabricPlan, faults: Sequence[Fault], rate: str, router: Router | None = None) -> None:
         self.plan = plan
@@ -74,6 +80,22 @@ class SimulatedFabric:
                 self._rail_of[cable_id] = rail
         self.rounds = 0
         self.tests = 0
+
+    def port_evidence(self) -> list[PortEvidence]:
+        """What the ports of the faulty cables record (see the module docstring)."""
+        out = []
+        for fault in self.faults:
+            if fault.cable is None:
+                continue
+            if fault.kind == "dead-port":
+                out.append(PortEvidence(fault.cable, "port state Down (physical: Polling)"))
+            elif (fault.cable.lower.port + fault.cable.upper.port) % 2:
+                out.append(PortEvidence(fault.cable, "width 2X of 4X"))
+            else:
+                out.append(
+                    PortEvidence(fault.cable, "SymbolErrorCounter 4821, LinkErrorRecoveryCounter 37 (threshold 10)")
+                )
+        return out
 
     def run_round(self, tests: Sequence[Test]) -> list[Result]:
         check_disjoint(tests)

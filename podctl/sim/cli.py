@@ -14,21 +14,22 @@ import threading
 import time
 
 import click
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from .. import state
+from ..console import make_console, styled
+from ..hostlist import HostlistError, expand
 from . import fault as faults_mod
 from . import pod as pod_mod
-from . import state
 from .errors import SimError
 from .image import default_recipe, ensure_image
 from .podman import Podman
 from .preflight import preflight
 
-err_console = Console(stderr=True)
-out_console = Console()
+err_console = make_console(stderr=True)
+out_console = make_console()
 
 PHASE_TITLES = {"containers": "containers started", "systemd": "systemd booted", "sshd": "sshd answering"}
 
@@ -49,13 +50,13 @@ class RichReporter(pod_mod.Reporter):
                 self.progress.advance(self.tasks[name])
 
     def message(self, text: str) -> None:
-        self.progress.console.print(f"[dim]{text}[/dim]")
+        self.progress.console.print(text, style="dim")
 
 
 def _progress() -> Progress:
     return Progress(
         SpinnerColumn(),
-        TextColumn("{task.description:<20}"),
+        TextColumn("{task.description:<20}", markup=False),
         BarColumn(bar_width=30),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -91,7 +92,9 @@ site_option = click.option(
 )
 
 
-@click.group("sim", help="A simulated pod: one systemd container per node, on a bridge with the site's management subnet.")
+@click.group(
+    "sim", help="A simulated pod: one systemd container per node, on a bridge with the site's management subnet."
+)
 def sim() -> None:
     pass
 
@@ -104,7 +107,7 @@ def image_cmd(force: bool) -> None:
     recipe = default_recipe()
     started = time.monotonic()
     with err_console.status("checking for a cached node image") as status:
-        ref, built = ensure_image(podman, recipe, lambda text: status.update(text), force=force)
+        ref, built = ensure_image(podman, recipe, lambda text: status.update(Text(text)), force=force)
     if built:
         err_console.print(f"built {ref} in {time.monotonic() - started:.0f} s")
     else:
@@ -114,8 +117,12 @@ def image_cmd(force: bool) -> None:
 
 @sim.command("up")
 @click.argument("site_file", metavar="SITE.yaml", type=click.Path(exists=True, dir_okay=False))
-@click.option("--nodes", "hostlist", metavar="HOSTLIST", help="Only these nodes (ClusterShell syntax, e.g. node[01-02]).")
-@click.option("--timeout", "timeout_s", default=180.0, show_default=True, help="Seconds for every node to be reachable.")
+@click.option(
+    "--nodes", "hostlist", metavar="HOSTLIST", help="Only these nodes (ClusterShell syntax, e.g. node[01-02])."
+)
+@click.option(
+    "--timeout", "timeout_s", default=180.0, show_default=True, help="Seconds for every node to be reachable."
+)
 def up_cmd(site_file: str, hostlist: str | None, timeout_s: float) -> None:
     """Create (or repair) one container per node and wait until sshd answers on each."""
     site = _load_site(site_file)
@@ -130,13 +137,19 @@ def up_cmd(site_file: str, hostlist: str | None, timeout_s: float) -> None:
             return found, False
         preflight("image")
         with err_console.status("building the node image (once; cached afterwards)") as status:
-            return ensure_image(podman, recipe, lambda text: status.update(text))
+            return ensure_image(podman, recipe, lambda text: status.update(Text(text)))
 
     image_ref, built = image_step()
     with _progress() as progress:
         result = pod_mod.up(
-            podman, site, site_file, hostlist, timeout_s, RichReporter(progress),
-            recipe=recipe, ensure_image_fn=lambda: (image_ref, built),
+            podman,
+            site,
+            site_file,
+            hostlist,
+            timeout_s,
+            RichReporter(progress),
+            recipe=recipe,
+            ensure_image_fn=lambda: (image_ref, built),
         )
     _print_up(result)
 
@@ -176,7 +189,7 @@ def status_cmd(pod: str | None, site: str | None) -> None:
     for column in ("node", "address", "container", "state", "systemd", "ssh", "faults"):
         table.add_column(column)
     for r in rows:
-        ssh = "-" if r.ssh is None else ("ok" if r.ssh else "[red]no[/red]")
+        ssh = "-" if r.ssh is None else ("ok" if r.ssh else styled(("no", "red")))
         table.add_row(r.hostname, r.address, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
     out_console.print(table)
 
@@ -219,7 +232,9 @@ def exec_cmd(ctx: click.Context, pod: str | None, node: str, command: tuple[str,
     name = pod_mod.resolve_pod(podman, pod)
     container = pod_mod.pod_container(podman, name, node)
     if not container.running:
-        raise SimError(f"{node} is not running ({container.state}); `podctl sim fault {node} --clear` or `podctl sim up` restarts it")
+        raise SimError(
+            f"{node} is not running ({container.state}); `podctl sim fault {node} --clear` or `podctl sim up` restarts it"
+        )
     if command and command[0] == "--":
         command = command[1:]
     if not command:
@@ -237,20 +252,45 @@ def exec_cmd(ctx: click.Context, pod: str | None, node: str, command: tuple[str,
 @click.option("--kill", "kill_", is_flag=True, help="Stop the node abruptly (SIGKILL, like a power cut).")
 @click.option("--rate", metavar="RATE", help="Throttle the node's network to RATE (tc units: 50mbit, 1gbit).")
 @click.option("--stop-service", "services", metavar="NAME", multiple=True, help="Stop a systemd service (repeatable).")
+@click.option(
+    "--unmount", "unmounts", metavar="PATH", multiple=True, help="Unmount a shared mount inside the node (repeatable)."
+)
+@click.option(
+    "--fill",
+    "fills",
+    metavar="PATH",
+    multiple=True,
+    help=f"Fill the disk at PATH: a {faults_mod.FILL_SIZE_MB} MB file system over it, full (repeatable).",
+)
 @click.option("--clear", "clear_", is_flag=True, help="Undo every fault injected on the node.")
-def fault_cmd(pod: str | None, nodes: str, kill_: bool, rate: str | None, services: tuple[str, ...], clear_: bool) -> None:
+def fault_cmd(
+    pod: str | None,
+    nodes: str,
+    kill_: bool,
+    rate: str | None,
+    services: tuple[str, ...],
+    unmounts: tuple[str, ...],
+    fills: tuple[str, ...],
+    clear_: bool,
+) -> None:
     """Inject a fault into NODES (a hostlist), or clear the faults injected."""
-    if not (kill_ or rate or services or clear_):
-        raise click.UsageError("choose a fault: --kill, --rate RATE, --stop-service NAME, or --clear")
-    if clear_ and (kill_ or rate or services):
+    others = bool(rate or services or unmounts or fills)
+    if not (kill_ or others or clear_):
+        raise click.UsageError(
+            "choose a fault: --kill, --rate RATE, --stop-service NAME, --unmount PATH, --fill PATH, or --clear"
+        )
+    if clear_ and (kill_ or others):
         raise click.UsageError("--clear undoes faults; give it alone")
-    if kill_ and (rate or services):
-        raise click.UsageError("--kill stops the node; it cannot be combined with --rate or --stop-service")
+    if kill_ and others:
+        raise click.UsageError("--kill stops the node; it cannot be combined with other faults")
+    for path in (*unmounts, *fills):
+        if not path.startswith("/") or path.rstrip("/") in ("", "/proc", "/sys", "/dev", "/run", "/etc", "/usr"):
+            raise click.BadParameter(f"{path!r}: give an absolute path that is not a system folder")
     if rate:
         faults_mod.parse_rate(rate)  # reject a bad rate before touching any node
     try:
-        hosts = list(NodeSet(nodes))
-    except NodeSetParseError as exc:
+        hosts = list(expand(nodes))
+    except HostlistError as exc:
         raise click.BadParameter(str(exc), param_hint="NODES") from exc
     podman = _podman("fault")
     name = pod_mod.resolve_pod(podman, pod)
@@ -269,6 +309,12 @@ def fault_cmd(pod: str | None, nodes: str, kill_: bool, rate: str | None, servic
         for service in services:
             faults_mod.stop_service(podman, name, container, service)
             done.append(f"stopped {service}")
+        for path in unmounts:
+            faults_mod.unmount(podman, name, container, path)
+            done.append(f"unmounted {path}")
+        for path in fills:
+            faults_mod.fill(podman, name, container, path)
+            done.append(f"filled {path}")
         err_console.print(f"{container.node}: {'; '.join(done)}")
 
 
@@ -290,5 +336,5 @@ def main() -> None:
     except PodctlError as exc:
         if os.environ.get("PODCTL_DEBUG"):
             raise
-        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        err_console.print(f"error: {exc}")
         sys.exit(exc.exit_code)

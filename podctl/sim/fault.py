@@ -15,17 +15,32 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from . import health, state
+from .. import state
+from . import health
 from .errors import SimError
 from .health import Deadline
 from .podman import LABEL_ADDRESS, ContainerInfo, Podman
 
 # tc's rate units (see tc(8)): bits or bytes per second, SI or IEC prefixes.
 _RATE_UNITS: dict[str, float] = {
-    "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-    "kibit": 2**10, "mibit": 2**20, "gibit": 2**30, "tibit": 2**40,
-    "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
-    "kibps": 8 * 2**10, "mibps": 8 * 2**20, "gibps": 8 * 2**30, "tibps": 8 * 2**40,
+    "bit": 1,
+    "kbit": 1e3,
+    "mbit": 1e6,
+    "gbit": 1e9,
+    "tbit": 1e12,
+    "kibit": 2**10,
+    "mibit": 2**20,
+    "gibit": 2**30,
+    "tibit": 2**40,
+    "bps": 8,
+    "kbps": 8e3,
+    "mbps": 8e6,
+    "gbps": 8e9,
+    "tbps": 8e12,
+    "kibps": 8 * 2**10,
+    "mibps": 8 * 2**20,
+    "gibps": 8 * 2**30,
+    "tibps": 8 * 2**40,
 }
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -56,10 +71,19 @@ def burst_bytes(rate_bits: int) -> int:
 
 def tbf_command(device: str, rate_bits: int) -> list[str]:
     return [
-        "tc", "qdisc", "replace", "dev", device, "root", "tbf",
-        "rate", f"{rate_bits}bit",
-        "burst", f"{burst_bytes(rate_bits)}b",
-        "latency", TBF_LATENCY,
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        device,
+        "root",
+        "tbf",
+        "rate",
+        f"{rate_bits}bit",
+        "burst",
+        f"{burst_bytes(rate_bits)}b",
+        "latency",
+        TBF_LATENCY,
     ]
 
 
@@ -108,11 +132,15 @@ class Interfaces:
 
 
 def node_interfaces(pid: int, address: str) -> Interfaces:
-    addrs = parse_ip_addr(_run(in_netns(pid, ["ip", "-o", "-4", "addr", "show"]), "listing the node's addresses").stdout)
+    addrs = parse_ip_addr(
+        _run(in_netns(pid, ["ip", "-o", "-4", "addr", "show"]), "listing the node's addresses").stdout
+    )
     inside = next((dev for dev, ips in addrs.items() if address in ips), None)
     if inside is None:
         raise SimError(f"no interface inside the node carries its management address {address}")
-    links = parse_ip_link(_run(in_netns(pid, ["ip", "-o", "link", "show", "dev", inside]), "reading the node's link").stdout)
+    links = parse_ip_link(
+        _run(in_netns(pid, ["ip", "-o", "link", "show", "dev", inside]), "reading the node's link").stdout
+    )
     peer_index = links[0][2] if links else None
     host_peer = None
     if peer_index is not None:
@@ -156,7 +184,9 @@ def throttle(podman: Podman, pod: str, container: ContainerInfo, rate: str) -> I
 def stop_service(podman: Podman, pod: str, container: ContainerInfo, service: str) -> None:
     if not container.running:
         raise SimError(f"{container.node} is not running; cannot stop {service}")
-    load = podman.run(["exec", container.name, "systemctl", "show", "--property=LoadState", "--value", service], check=False)
+    load = podman.run(
+        ["exec", container.name, "systemctl", "show", "--property=LoadState", "--value", service], check=False
+    )
     if load.stdout.strip() in ("not-found", ""):
         raise SimError(f"{container.node} has no systemd unit {service!r}")
     proc = podman.run(["exec", container.name, "systemctl", "stop", service], check=False)
@@ -167,6 +197,67 @@ def stop_service(podman: Podman, pod: str, container: ContainerInfo, service: st
     if service not in stopped:
         stopped.append(service)
     _record(pod, container.node, {"stopped_services": stopped})
+
+
+# Where an unmounted shared mount is kept inside the node (its own mount namespace), so that
+# clearing the fault can put it back: the host folder behind it is not visible from in there.
+_PARKED = "/run/podctl-fault/parked"
+# A filled disk: a small tmpfs over the path, filled to the last block.
+FILL_SIZE_MB = 16
+
+
+def in_mountns(pid: int, command: list[str]) -> list[str]:
+    """A command in the node's mount namespace, and in its PID namespace too: without that the
+    node's /proc has no /proc/self for it, and umount, which reads /proc/self/mountinfo, fails."""
+    return ["nsenter", "-t", str(pid), "-m", "-p", *command]
+
+
+def _parked(path: str) -> str:
+    return f"{_PARKED}{path}"
+
+
+def unmount(podman: Podman, pod: str, container: ContainerInfo, path: str) -> None:
+    """A shared mount gone: unmounted inside the node (kept aside for --clear)."""
+    if not container.running:
+        raise SimError(f"{container.node} is not running; cannot unmount {path}")
+    pid = podman.container_pid(container.name)
+    if _run(in_mountns(pid, ["mountpoint", "-q", path]), "", check=False).returncode != 0:
+        raise SimError(f"{path} is not a mount point on {container.node}")
+    _run(in_mountns(pid, ["mkdir", "-p", _parked(path)]), f"preparing to unmount {path}")
+    _run(in_mountns(pid, ["mount", "--bind", path, _parked(path)]), f"keeping {path} aside")
+    _run(in_mountns(pid, ["umount", "--lazy", path]), f"unmounting {path} on {container.node}")
+    faults = state.read_faults(pod).get(container.node, {})
+    gone = list(faults.get("unmounted", []))  # type: ignore[call-overload]
+    _record(pod, container.node, {"unmounted": [*gone, path] if path not in gone else gone})
+
+
+def fill(podman: Podman, pod: str, container: ContainerInfo, path: str) -> None:
+    """A full disk at `path`: a small tmpfs over it inside the node, filled to the last block."""
+    if not container.running:
+        raise SimError(f"{container.node} is not running; cannot fill {path}")
+    pid = podman.container_pid(container.name)
+    _run(in_mountns(pid, ["mkdir", "-p", path]), f"preparing {path}")
+    _run(
+        in_mountns(pid, ["mount", "-t", "tmpfs", "-o", f"size={FILL_SIZE_MB}m", "podctl-fault-fill", path]),
+        f"mounting a small file system over {path} on {container.node}",
+    )
+    # dd stops at "No space left on device": that is the point.
+    _run(in_mountns(pid, ["dd", "if=/dev/zero", f"of={path}/podctl-fill", "bs=1M"]), "", check=False)
+    faults = state.read_faults(pod).get(container.node, {})
+    filled = list(faults.get("filled", []))  # type: ignore[call-overload]
+    _record(pod, container.node, {"filled": [*filled, path] if path not in filled else filled})
+
+
+def _undo_mounts(pid: int, node: str, recorded: dict[str, object]) -> list[str]:
+    undone = []
+    for path in recorded.get("filled", []) or []:  # type: ignore[union-attr]
+        _run(in_mountns(pid, ["umount", str(path)]), f"removing the filled file system at {path} on {node}")
+        undone.append(f"emptied {path}")
+    for path in recorded.get("unmounted", []) or []:  # type: ignore[union-attr]
+        _run(in_mountns(pid, ["mount", "--bind", _parked(str(path)), str(path)]), f"mounting {path} again on {node}")
+        _run(in_mountns(pid, ["umount", _parked(str(path))]), "", check=False)
+        undone.append(f"mounted {path} again")
+    return undone
 
 
 def clear(podman: Podman, pod: str, container: ContainerInfo, timeout_s: float = 60) -> list[str]:
@@ -196,6 +287,7 @@ def clear(podman: Podman, pod: str, container: ContainerInfo, timeout_s: float =
             _run(tc_clear_command(ifaces.host_peer), "", check=False)
         if inside.returncode == 0:
             undone.append("removed the rate limit")
+        undone += _undo_mounts(pid, container.node, recorded)
         for service in recorded.get("stopped_services", []) or []:  # type: ignore[union-attr]
             proc = podman.run(["exec", container.name, "systemctl", "start", str(service)], check=False)
             if proc.returncode != 0:

@@ -24,7 +24,7 @@ class Deadline:
     at: float
 
     @classmethod
-    def after(cls, seconds: float) -> "Deadline":
+    def after(cls, seconds: float) -> Deadline:
         return cls(time.monotonic() + seconds)
 
     def left(self) -> float:
@@ -37,14 +37,22 @@ class Deadline:
 def ssh_base(key: Path, connect_timeout: float = 3) -> list[str]:
     return [
         "ssh",
-        "-F", "/dev/null",
-        "-i", str(key),
-        "-o", "BatchMode=yes",
-        "-o", "IdentitiesOnly=yes",
-        "-o", "StrictHostKeyChecking=no",
-        "-o", "UserKnownHostsFile=/dev/null",
-        "-o", "LogLevel=ERROR",
-        "-o", f"ConnectTimeout={max(1, int(connect_timeout))}",
+        "-F",
+        "/dev/null",
+        "-i",
+        str(key),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        f"ConnectTimeout={max(1, int(connect_timeout))}",
     ]
 
 

@@ -12,9 +12,11 @@ import re
 import sys
 from pathlib import Path
 
+from ..fsio import atomic_write
+
 CONTAINERS_CONF = Path("/etc/containers/containers.conf")
 
-# Verified on the dev/CI VMs (see ENVIRONMENT.md): crun fails on this hybrid
+# Verified on the dev/CI VMs (see docs/environment.md): crun fails on this hybrid
 # cgroup setup, and podman's default ulimits exceed the VM's hard limits.
 REQUIRED_SETTINGS: dict[str, dict[str, str]] = {
     "containers": {"default_ulimits": '["nofile=1024:1024", "nproc=4096:4096"]'},
@@ -83,7 +85,7 @@ def main(argv: list[str]) -> int:
     after = merge_containers_conf(before)
     if after != before:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(after)
+        atomic_write(path, after, mode=path.stat().st_mode & 0o7777 if path.exists() else 0o644)
         print(f"updated {path}")
     else:
         print(f"{path} already has the sim settings")

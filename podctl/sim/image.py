@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import state
+from .. import state
 from .errors import SimError
 from .podman import LABEL_IMAGE, LABEL_RECIPE, Podman
 
@@ -279,7 +279,17 @@ def debootstrap(recipe: Recipe, rootfs: Path, debs: Path, progress: Progress) ->
     for line in proc.stdout:
         line = line.rstrip()
         tail = (tail + [line])[-15:]
-        if line.startswith(("I: Retrieving", "I: Validating", "I: Extracting", "I: Unpacking", "I: Configuring", "I: Installing", "I: Base system")):
+        if line.startswith(
+            (
+                "I: Retrieving",
+                "I: Validating",
+                "I: Extracting",
+                "I: Unpacking",
+                "I: Configuring",
+                "I: Installing",
+                "I: Base system",
+            )
+        ):
             progress(f"debootstrap ({time.monotonic() - started:.0f} s): {line[3:]}")
     if proc.wait() != 0:
         log = rootfs / "debootstrap" / "debootstrap.log"
@@ -332,11 +342,16 @@ def import_rootfs(podman: Podman, rootfs: Path, recipe: Recipe) -> None:
     cmd = podman.command(
         [
             "import",
-            "--change", f"LABEL {LABEL_RECIPE}={digest}",
-            "--change", f"LABEL {LABEL_IMAGE}={IMAGE_KIND}",
-            "--change", 'CMD ["/sbin/init"]',
-            "--change", "STOPSIGNAL SIGRTMIN+3",
-            "-", recipe.tag,
+            "--change",
+            f"LABEL {LABEL_RECIPE}={digest}",
+            "--change",
+            f"LABEL {LABEL_IMAGE}={IMAGE_KIND}",
+            "--change",
+            'CMD ["/sbin/init"]',
+            "--change",
+            "STOPSIGNAL SIGRTMIN+3",
+            "-",
+            recipe.tag,
         ]
     )
     imp = subprocess.run(cmd, stdin=tar.stdout, capture_output=True, text=True, check=False)

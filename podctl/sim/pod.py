@@ -19,7 +19,8 @@ from pathlib import Path
 
 from podctl.model import Site
 
-from . import health, state
+from .. import state
+from . import health
 from .errors import SimError
 from .health import Deadline
 from .image import Recipe, default_recipe, ensure_image, prune_old_images
@@ -127,7 +128,8 @@ def create_network(podman: Podman, spec: PodSpec) -> None:
         return
     # Name the network in the way, if podman knows it (reading only).
     holders = [
-        n.name for n in podman.networks([])
+        n.name
+        for n in podman.networks([])
         if n.name != spec.network and any(_overlaps(sub, spec.subnet) for sub, _ in n.subnets)
     ]
     if holders:
@@ -322,8 +324,10 @@ def resolve_pod(podman: Podman, pod: str | None) -> str:
         return pod
     present = pods_present(podman)
     if not present:
-        raise SimError("no simulated pod is up (no container or network labelled io.podctl.pod); "
-                       "start one with `podctl sim up SITE.yaml`")
+        raise SimError(
+            "no simulated pod is up (no container or network labelled io.podctl.pod); "
+            "start one with `podctl sim up SITE.yaml`"
+        )
     if len(present) > 1:
         raise SimError(f"{len(present)} simulated pods are up ({', '.join(present)}): choose one with --pod NAME")
     return present[0]

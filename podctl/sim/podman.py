@@ -182,13 +182,22 @@ def parse_network(row: Mapping[str, Any]) -> NetworkInfo:
 
 # Known podman failure texts on this kind of host, and what to do about them.
 _HINTS: tuple[tuple[str, str], ...] = (
-    ("cgroups in hybrid mode", "crun does not work on this host; install runc (apt-get install -y runc) "
-     'and set `runtime = "runc"` under [engine] in /etc/containers/containers.conf (.ci/sim-setup.sh does both)'),
-    ("setrlimit", "podman's default ulimits exceed this machine's hard limits; set "
-     'default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"] under [containers] in '
-     "/etc/containers/containers.conf (.ci/sim-setup.sh does it)"),
-    ("is being used by", "another podman network already uses this subnet; take that pod down "
-     "(podctl sim down --pod NAME) or give this site a different management cidr"),
+    (
+        "cgroups in hybrid mode",
+        "crun does not work on this host; install runc (apt-get install -y runc) "
+        'and set `runtime = "runc"` under [engine] in /etc/containers/containers.conf (.ci/sim-setup.sh does both)',
+    ),
+    (
+        "setrlimit",
+        "podman's default ulimits exceed this machine's hard limits; set "
+        'default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"] under [containers] in '
+        "/etc/containers/containers.conf (.ci/sim-setup.sh does it)",
+    ),
+    (
+        "is being used by",
+        "another podman network already uses this subnet; take that pod down "
+        "(podctl sim down --pod NAME) or give this site a different management cidr",
+    ),
     ("subnet", "check that no other podman network or host interface uses the site's management cidr"),
     ("iptables", "the container network needs iptables: apt-get install -y iptables"),
 )

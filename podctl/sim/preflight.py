@@ -120,7 +120,7 @@ def check_podman(tools: Tools) -> None:
         detail = "\n  ".join(err[-5:]) or "(no output)"
         raise SimError(
             f"podman is installed but `podman info` fails:\n  {detail}\n"
-            "check /etc/containers/containers.conf: this host needs [engine] runtime = \"runc\" and "
+            'check /etc/containers/containers.conf: this host needs [engine] runtime = "runc" and '
             '[containers] default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n' + SETUP_HINT
         )
 

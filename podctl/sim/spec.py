@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-
+from podctl.hostlist import HostlistError, expand
+from podctl.hostlist import fold as fold_hostlist
 from podctl.model import Site
 
 from .errors import SimError
@@ -37,7 +37,7 @@ _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 # faults are injected from the host, not from inside a node.
 EXTRA_CAPABILITIES: tuple[str, ...] = ("AUDIT_WRITE", "NET_RAW", "SYS_NICE")
 
-# podman's own defaults exceed this machine's hard limits (ENVIRONMENT.md);
+# podman's own defaults exceed this machine's hard limits (docs/environment.md);
 # passing them explicitly keeps the sim working without containers.conf.
 ULIMITS: tuple[str, ...] = ("nofile=1024:1024", "nproc=4096:4096")
 
@@ -91,14 +91,14 @@ def select_nodes(site: Site, hostlist: str | None) -> tuple[str, ...]:
     if hostlist is None or not hostlist.strip():
         return tuple(every)
     try:
-        wanted = NodeSet(hostlist)
-    except NodeSetParseError as exc:
+        wanted = expand(hostlist)
+    except HostlistError as exc:
         raise SimError(f"--nodes {hostlist!r} is not a valid hostlist: {exc}") from exc
     unknown = [h for h in wanted if not site.has_node(h)]
     if unknown:
         raise SimError(
-            f"--nodes names {len(unknown)} host(s) not in site {site.name!r}: {NodeSet.fromlist(unknown)}\n"
-            f"the site's nodes are {NodeSet.fromlist(every)}"
+            f"--nodes names {len(unknown)} host(s) not in site {site.name!r}: {fold_hostlist(unknown)}\n"
+            f"the site's nodes are {fold_hostlist(every)}"
         )
     chosen = set(wanted)
     return tuple(h for h in every if h in chosen)
@@ -114,7 +114,9 @@ def pod_spec(site: Site, site_path: str | Path, hostlist: str | None, mounts_roo
         if node.address not in mgmt.cidr:
             problems.append(f"{node.hostname}: address {node.address} is outside the management cidr {mgmt.cidr}")
         elif node.address in (mgmt.cidr.network_address, mgmt.cidr.broadcast_address):
-            problems.append(f"{node.hostname}: address {node.address} is the network or broadcast address of {mgmt.cidr}")
+            problems.append(
+                f"{node.hostname}: address {node.address} is the network or broadcast address of {mgmt.cidr}"
+            )
         if mgmt.gateway is not None and node.address == mgmt.gateway:
             problems.append(
                 f"{node.hostname}: address {node.address} is the management gateway, which the sim gives "
@@ -183,18 +185,24 @@ def hosts_file(spec: PodSpec) -> str:
 
 
 def create_args(spec: PodSpec, node: NodeSpec, image: str, public_key: str) -> list[str]:
-    """`podman create` arguments for one node; the last label is a hash of all
-    the others, the pod key and the hosts file, so `up` can tell a container
-    made from an older site, image or key from a current one."""
+    """`podman create` arguments for one node; the last label is a hash of the
+    others (but the site file's path) and the pod key, so `up` can tell a
+    container made from an older image, address or key from a current one."""
     args = [
         "create",
-        "--name", node.container,
-        "--hostname", node.hostname,
-        "--network", spec.network,
-        "--ip", str(node.address),
-        "--mac-address", node_mac(node.address),
+        "--name",
+        node.container,
+        "--hostname",
+        node.hostname,
+        "--network",
+        spec.network,
+        "--ip",
+        str(node.address),
+        "--mac-address",
+        node_mac(node.address),
         "--systemd=always",
-        "--stop-timeout", "5",
+        "--stop-timeout",
+        "5",
     ]
     for key, value in {**spec.labels, LABEL_NODE: node.hostname, LABEL_ADDRESS: str(node.address)}.items():
         args += ["--label", f"{key}={value}"]
@@ -209,7 +217,11 @@ def create_args(spec: PodSpec, node: NodeSpec, image: str, public_key: str) -> l
         if node.hostname in mount.clients:
             args += ["--volume", f"{mount.host_dir}:{mount.mountpoint}:rw"]
     args += [image, "/sbin/init"]
-    digest = spec_digest([*args, hosts_file(spec)], public_key)
+    # What makes a node what it is: not the site file's path, nor the other nodes of the pod (the
+    # hosts file), so that adding a node to the site keeps every running node as it is; the os
+    # role's managed block in /etc/hosts names the newcomer on the others, as on real hardware.
+    site_label = f"{LABEL_SITE}={spec.site_path}"
+    digest = spec_digest([a for a in args if a != site_label], public_key)
     return [*args[:-2], "--label", f"{LABEL_SPEC}={digest}", *args[-2:]]
 
 
@@ -222,7 +234,7 @@ def spec_label(args: Sequence[str]) -> str:
     prefix = f"{LABEL_SPEC}="
     for value in args:
         if value.startswith(prefix):
-            return value[len(prefix):]
+            return value[len(prefix) :]
     return ""
 
 

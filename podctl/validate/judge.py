@@ -8,11 +8,11 @@ own findings. The verdict names every failing node and why.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Profile, Reference, ThresholdOverride
-from .figures import FIGURES
+from .figures import FIGURES, NCCL_TESTS_CHECK, Figure
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Verdict:
     unit: str
     source: str
     reason: str
+    measured_by: str = "podctl"  # or "nccl-tests": the same reference row, judged on NVIDIA's benchmark
 
 
 @dataclass
@@ -73,7 +74,8 @@ class Certification:
             "nodes": self.nodes,
             "failures": self.failures,
             "excluded": self.excluded,
-            "verdicts": [asdict(v) for v in self.verdicts],
+            # vars() rather than asdict(): Verdict holds no nested dataclass, and asdict deep-copies each field.
+            "verdicts": [dict(vars(v)) for v in self.verdicts],
         }
 
 
@@ -92,15 +94,20 @@ def effective_reference(profile: Profile, overrides: dict[str, ThresholdOverride
     for row in profile.reference:
         o = overrides.get(row.figure)
         if o is not None:
-            row = Reference(row.figure, o.value if o.value is not None else row.value,
-                            o.tolerance if o.tolerance is not None else row.tolerance, row.unit,
-                            row.source + " (overridden by the site)")
+            row = Reference(
+                row.figure,
+                o.value if o.value is not None else row.value,
+                o.tolerance if o.tolerance is not None else row.tolerance,
+                row.unit,
+                row.source + " (overridden by the site)",
+            )
         rows.append(row)
     return rows
 
 
-def judge(subject: str, nodes: dict[str, list[Reference]], runs: list[CheckRun],
-          excluded: dict[str, str] | None = None) -> Certification:
+def judge(
+    subject: str, nodes: dict[str, list[Reference]], runs: list[CheckRun], excluded: dict[str, str] | None = None
+) -> Certification:
     """`nodes` maps each node under test to its effective reference rows."""
     cert = Certification(subject=subject, nodes=sorted(nodes), excluded=dict(excluded or {}))
     by_check: dict[tuple[str, str, str], CheckRun] = {}
@@ -117,40 +124,121 @@ def judge(subject: str, nodes: dict[str, list[Reference]], runs: list[CheckRun],
             owner = str(finding.get("device") or "").split("/")[0]
             for node in [owner] if owner in blamed and len(blamed) > 1 else blamed:
                 cert.fail(node, f"{run.check}: {finding['message']}")
-    pod_runs = [r for r in runs if r.scope == "pod"]
+    pods = _PodRuns([r for r in runs if r.scope == "pod"])
     for node, rows in sorted(nodes.items()):
         for row in rows:
             spec = FIGURES.get(row.figure)
             if spec is None:
                 cert.fail(node, f"{row.figure}: no check measures this figure")
                 continue
-            in_pod = next((r for r in pod_runs if r.check == spec.check and node in _hosts(r)), None)
-            run = in_pod if spec.scope == "pod" else by_check.get((spec.check, "node", node)) or in_pod
-            found = run.measurements(spec.measurement) if run else []
-            if run is not None and run.scope == "pod":
-                # A job across nodes reports per host (or per host/GPU): keep this node's own.
-                found = [m for m in found if m.get("device") in (None, node) or
-                         str(m.get("device", "")).startswith(f"{node}/")]
-            if spec.per_device:
-                found = [m for m in found if m.get("device")]
-            if not found:
-                why = (f"{spec.check} did not run" if run is None else
-                       f"{spec.check} reported no {spec.measurement} (status {run.status})")
-                verdict = Verdict(node, row.figure, None, False, None, row.bound, row.value, row.tolerance, row.unit,
-                                  row.source, f"missing measurement: {why}")
-                cert.verdicts.append(verdict)
-                cert.fail(node, f"{row.figure}: missing measurement ({why})")
-                continue
-            for m in found:
-                value = float(m["value"])
-                passed = value >= row.bound
-                device = m.get("device")
-                where = f" on {device}" if device else ""
-                reason = (f"{value:.4g} {row.unit} >= {row.bound:.4g}" if passed else
-                          f"{value:.4g} {row.unit}{where} is below {row.bound:.4g} "
-                          f"({row.value:g} - {row.tolerance:.0%})")
-                cert.verdicts.append(Verdict(node, row.figure, device, passed, value, row.bound, row.value,
-                                             row.tolerance, row.unit, row.source, reason))
-                if not passed:
-                    cert.fail(node, f"{row.figure}: {reason}")
+            _judge_row(cert, node, row, spec, spec.check, spec.measurement, by_check, pods, "podctl")
+            if spec.nccl_tests is not None:
+                _judge_row(cert, node, row, spec, NCCL_TESTS_CHECK, spec.nccl_tests, by_check, pods, "nccl-tests")
     return cert
+
+
+class _PodRuns:
+    """Jobs across nodes, indexed once: the first job of a check each host was in, and each job's
+    measurements by host. Looked up per node and row, a scan would cost nodes x jobs (and x the
+    job's measurements): minutes at 1,344 nodes."""
+
+    def __init__(self, runs: list[CheckRun]) -> None:
+        self.first: dict[tuple[str, str], CheckRun] = {}
+        for run in runs:
+            for host in _hosts(run):
+                self.first.setdefault((run.check, host), run)
+        self._by_host: dict[tuple[int, str], dict[str, list[dict[str, Any]]]] = {}
+
+    def run_of(self, check: str, host: str) -> CheckRun | None:
+        return self.first.get((check, host))
+
+    def measurements(self, run: CheckRun, measurement: str, host: str) -> list[dict[str, Any]]:
+        """The job's measurements of this host: device None or the host, or "host/gpuN"."""
+        key = (id(run), measurement)
+        if key not in self._by_host:
+            grouped: dict[str, list[dict[str, Any]]] = {}
+            for m in run.measurements(measurement):
+                device = m.get("device")
+                owner = str(device).split("/")[0] if device else None
+                if owner is None:
+                    for h in _hosts(run):
+                        grouped.setdefault(h, []).append(m)
+                else:
+                    grouped.setdefault(owner, []).append(m)
+            self._by_host[key] = grouped
+        return self._by_host[key].get(host, [])
+
+
+def _judge_row(
+    cert: Certification,
+    node: str,
+    row: Reference,
+    spec: Figure,
+    check: str,
+    measurement: str,
+    by_check: dict[tuple[str, str, str], CheckRun],
+    pods: _PodRuns,
+    measured_by: str,
+) -> None:
+    """The verdicts of one reference row on one node, from `check`'s `measurement`. nccl-tests figures
+    are judged only where nccl-tests ran: a site without an nccl-tests build is not failed for it."""
+    in_pod = pods.run_of(check, node)
+    run = in_pod if spec.scope == "pod" else by_check.get((check, "node", node)) or in_pod
+    if run is None and measured_by == "nccl-tests":
+        return
+    if run is not None and run.scope == "pod":
+        # A job across nodes reports per host (or per host/GPU): keep this node's own.
+        found = pods.measurements(run, measurement, node)
+    else:
+        found = run.measurements(measurement) if run else []
+    if spec.per_device:
+        found = [m for m in found if m.get("device")]
+    label = row.figure if measured_by == "podctl" else f"{row.figure} ({measured_by})"
+    if not found:
+        why = f"{check} did not run" if run is None else f"{check} reported no {measurement} (status {run.status})"
+        cert.verdicts.append(
+            Verdict(
+                node,
+                row.figure,
+                None,
+                False,
+                None,
+                row.bound,
+                row.value,
+                row.tolerance,
+                row.unit,
+                row.source,
+                f"missing measurement: {why}",
+                measured_by,
+            )
+        )
+        cert.fail(node, f"{label}: missing measurement ({why})")
+        return
+    for m in found:
+        value = float(m["value"])
+        passed = value >= row.bound
+        device = m.get("device")
+        where = f" on {device}" if device else ""
+        reason = (
+            f"{value:.4g} {row.unit} >= {row.bound:.4g}"
+            if passed
+            else f"{value:.4g} {row.unit}{where} is below {row.bound:.4g} ({row.value:g} - {row.tolerance:.0%})"
+        )
+        cert.verdicts.append(
+            Verdict(
+                node,
+                row.figure,
+                device,
+                passed,
+                value,
+                row.bound,
+                row.value,
+                row.tolerance,
+                row.unit,
+                row.source,
+                reason,
+                measured_by,
+            )
+        )
+        if not passed:
+            cert.fail(node, f"{label}: {reason}")

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
+import posixpath
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from ..assets import validation_package
 from ..errors import PodctlError
 from ..model import Profile
+from ..nodehealth import health_argv
 from .envelope import broken_envelope, parse_envelope
 from .judge import CheckRun
 
-SUITES = ("health", "burnin", "nccl", "smoke")
 BURNIN_PROFILES = ("quick", "long")
 
 
@@ -41,45 +42,50 @@ class LocalCheck:
 
 
 def validation_root() -> Path:
-    """The folder that holds the `validation` package (the repo root in a checkout)."""
-    here = Path(__file__).resolve().parents[2]
-    if (here / "validation" / "__init__.py").exists():
-        return here
-    raise ValidationError("cannot find the node-side `validation` package next to podctl; "
-                          "run from a podctl checkout or install the validation tools")
+    """The folder that holds the `validation` package: what the checks' Python puts on its path."""
+    return validation_package().parent
 
 
-def plan_local(profile: Profile, suites: tuple[str, ...], burnin: str, gpus: int | None) -> list[LocalCheck]:
-    """The checks to run on this host for `profile`, in order."""
+# nccl-tests beside podctl's own collectives: the sizes the node's reference rows are judged at.
+NCCL_TESTS_ARGS = (
+    "--min-bytes",
+    "1G",
+    "--max-bytes",
+    "8G",
+    "--factor",
+    "8",
+    "--judge-sizes",
+    "1G,8G",
+    "--extra-args",
+    "-d bfloat16 -c 1",
+)
+
+
+def plan_local(
+    profile: Profile, suites: tuple[str, ...], burnin: str, gpus: int | None, nccl_tests: str | None = None
+) -> list[LocalCheck]:
+    """The checks to run on this host for `profile`, in order; `nccl_tests` is a folder with an
+    nccl-tests build (all_reduce_perf runs in the collectives suite, beside podctl's own)."""
     n_gpus = profile.gpus.count if profile.gpus else 0
     procs = gpus or n_gpus or 2  # gloo between two local ranks on GPU-less hosts
     checks: list[LocalCheck] = []
     if "health" in suites:
-        argv = ["validation.health", "--expect-gpus", str(n_gpus), "--expect-cores", str(profile.cpu_cores),
-                "--expect-memory-gib", str(profile.memory_gib)]
-        if profile.gpus:
-            argv += ["--expect-gpu-model", profile.gpus.model.split("-")[0],
-                     "--expect-gpu-memory-gib", str(profile.gpus.memory_gib)]
-            if profile.gpus.nvlink and n_gpus > 1:
-                argv += ["--expect-nvlinks", str(profile.gpus.nvlink.links_per_gpu)]
-        if not profile.emulated:
-            argv += ["--expect-hcas", str(profile.compute_hcas.count + profile.storage_hcas.count)]
-            names = profile.compute_hcas.names + profile.storage_hcas.names
-            if names:
-                # Count and check only the profile's HCAs: a host may have RDMA devices that no
-                # InfiniBand fabric cables (on a DGX H100, the Ethernet ports of the storage cards).
-                argv += ["--hca-filter", "^(?:" + "|".join(re.escape(n) for n in names) + ")$"]
+        argv = health_argv(profile)
         checks.append(LocalCheck("health", "health", argv, 120))
     if "burnin" in suites:
         argv = ["validation.burnin", "--profile", burnin]
         if not profile.gpus:
             argv.append("--cpu")
         checks.append(LocalCheck("burnin", "burnin", argv, 3 * 3600 if burnin == "long" else 600))
-    if "nccl" in suites:
+    if "collectives" in suites:
         argv = ["validation.collectives", "--local-procs", str(procs), "--expect-world-size", str(procs)]
         if not profile.gpus:
             argv.append("--cpu")
-        checks.append(LocalCheck("nccl", "collectives", argv, 900))
+        checks.append(LocalCheck("collectives", "collectives", argv, 900))
+        if nccl_tests is not None and profile.gpus:
+            binary = posixpath.join(nccl_tests, "all_reduce_perf")
+            argv = ["validation.nccl_tests", "--binary", binary, "--gpus", str(procs), *NCCL_TESTS_ARGS]
+            checks.append(LocalCheck("collectives", "nccl_tests", argv, 900))
     if "smoke" in suites:
         argv = ["validation.smoke", "--local-procs", str(procs), "--expect-world-size", str(procs)]
         if profile.gpus and profile.gpus.peak_bf16_tflops:
@@ -90,15 +96,22 @@ def plan_local(profile: Profile, suites: tuple[str, ...], burnin: str, gpus: int
     return checks
 
 
-def run_local(checks: list[LocalCheck], python: str, workdir: Path,
-              on_event: Callable[[str, LocalCheck, CheckRun | None, float], None]) -> list[CheckRun]:
+def run_local(
+    checks: list[LocalCheck],
+    python: str,
+    workdir: Path,
+    on_event: Callable[[str, LocalCheck, CheckRun | None, float], None],
+) -> list[CheckRun]:
     root = validation_root()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     # NVLink multicast can take a shared host's GPUs out of service: never on by default.
-    for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                       ("NVSHMEM_DISABLE_NVLS", "1")):
+    for var, value in (
+        ("NCCL_NVLS_ENABLE", "0"),
+        ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+        ("NVSHMEM_DISABLE_NVLS", "1"),
+    ):
         env.setdefault(var, value)
     host = socket.gethostname()
     runs: list[CheckRun] = []
@@ -111,8 +124,9 @@ def run_local(checks: list[LocalCheck], python: str, workdir: Path,
         started = time.monotonic()
         try:
             with log.open("w") as err:
-                proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=root,
-                                      timeout=check.timeout_s)
+                proc = subprocess.run(
+                    argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=root, timeout=check.timeout_s
+                )
             tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
             envelope = parse_envelope(proc.stdout, proc.returncode, tail, check.check, host)
         except subprocess.TimeoutExpired:
@@ -131,6 +145,7 @@ def default_python() -> str:
 
 
 def scratch_dir(report_dir: Path) -> Path:
-    path = report_dir / "raw"
-    path.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="run-", dir=path))
+    """A new folder for this run's raw outputs, under the report's raw/ (checked before any check runs)."""
+    from .report import report_folder
+
+    return Path(tempfile.mkdtemp(prefix="run-", dir=report_folder(report_dir).folder("raw")))

@@ -1,8 +1,8 @@
 """`podctl validate SITE`: certify a deployed pod, suite by suite.
 
     site model -> rendered inventory -> conformance (testinfra)
-               -> per-node checks over SSH, all nodes at once (health, burnin, intra-node nccl)
-               -> multi-node checks as Slurm jobs (nccl with fault localization, smoke)
+               -> per-node checks over SSH, all nodes at once (health, burnin, intra-node collectives)
+               -> multi-node checks as Slurm jobs (collectives with fault localization, smoke)
                -> CheckRuns -> judge against each node's profile -> report
 
 The node-side programs are the `validation` package that the deploy stage
@@ -14,20 +14,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..facts import Facts, hca_names
+from ..hostlist import fold as fold_hostlist
 from ..inventory import write_inventory
+from ..localize.localize import PortEvidence
 from ..model import Profile, Reference, Role, Site, mounts_shared_by, validation_python
+from ..remote import Nodes, command_line, site_nodes
+from ..topology import SWITCH_TIERS, FabricPlan
 from .envelope import broken_envelope, parse_envelope
-from .figures import CHECK_SUITES, FIGURES
+from .figures import FIGURES, NODE_SUITES, suite_of
 from .judge import Certification, CheckRun, effective_reference, judge
 from .local import LocalCheck, ValidationError, plan_local
-from .nccl import NcclOutcome, NcclSpec, run_nccl, size_label
-from .remote import Nodes, SshTarget, command_line
-from .slurm import Job, Slurm
+from .nccl import NcclOutcome, NcclSpec, cohost_capacity, pairwise_rounds, run_nccl, size_label
+from .ncclperf import PerfSpec, perf_verdicts, run_perf
+from .portcounters import port_counter_runs, port_evidence
+from .slurm import Job, SlurmError, SlurmJobs
 
 NODE_ENV = {"PYTHONUNBUFFERED": "1"}
 
@@ -42,12 +47,17 @@ class PodTarget:
     controller: str
     python: str  # the validation virtualenv's interpreter on the nodes
     shared_dir: str | None  # a folder on storage every compute node mounts
+    # With --nodes: the pod's other compute nodes, known good, that multi-node jobs pair the nodes
+    # under test with; their own figures are evidence, not judged.
+    partners: tuple[str, ...] = ()
 
 
-def target(site: Site) -> PodTarget:
+def target(site: Site, only: tuple[str, ...] = ()) -> PodTarget:
     if site.slurm is None or not site.slurm.controllers:
-        raise ValidationError(f"{site.source}: the site has no slurm section; `podctl validate` runs its "
-                              "multi-node checks through Slurm (add slurm.controllers and partitions)")
+        raise ValidationError(
+            f"{site.source}: the site has no slurm section; `podctl validate` runs its "
+            "multi-node checks through Slurm (add slurm.controllers and partitions)"
+        )
     excluded = {h: e.reason for e in site.validation.exclude for h in e.hosts}
     compute = [n.hostname for n in site.nodes if n.has(Role.COMPUTE)]
     if not compute:
@@ -55,36 +65,69 @@ def target(site: Site) -> PodTarget:
     hosts = tuple(h for h in compute if h not in excluded)
     if not hosts:
         raise ValidationError(f"{site.source}: validation.exclude leaves no compute node to validate")
+    partners: tuple[str, ...] = ()
+    if only:
+        unknown = [h for h in only if h not in compute]
+        if unknown:
+            raise ValidationError(
+                f"--nodes names {', '.join(unknown)}, not compute node(s) of {site.source}; "
+                f"its compute nodes: {fold_hostlist(compute)}"
+            )
+        partners = tuple(h for h in hosts if h not in only)
+        hosts = tuple(h for h in hosts if h in only)
+        if not hosts:
+            raise ValidationError(f"--nodes: every node named is under validation.exclude in {site.source}")
     shared = next((m.mountpoint for m in mounts_shared_by(site.storage, compute)), None)
-    return PodTarget(site, hosts, {h: r for h, r in excluded.items() if h in compute}, site.slurm.controllers[0],
-                     validation_python(site), shared)
+    return PodTarget(
+        site,
+        hosts,
+        {h: r for h, r in excluded.items() if h in compute},
+        site.slurm.controllers[0],
+        validation_python(site),
+        shared,
+        partners,
+    )
 
 
-def ssh_nodes(site: Site, private_key: Path | None) -> Nodes:
-    return Nodes({n.hostname: SshTarget(n.hostname, str(n.address), "root", private_key) for n in site.nodes})
+def pick_partners(plan: FabricPlan | None, hosts: tuple[str, ...], candidates: tuple[str, ...]) -> tuple[str, ...]:
+    """One known-good partner per node under test for the multi-node jobs, from its own scalable
+    unit where one is free (the test then crosses its leaf), else from anywhere; fewer when the
+    pod has fewer others."""
+    units = {h: i for i, su in enumerate(plan.scalable_units) for h in su} if plan else {}
+    free = list(candidates)
+    chosen: list[str] = []
+    for host in hosts:
+        if not free:
+            break
+        near = [c for c in free if units.get(c) == units.get(host)]
+        pick = (near or free)[0]
+        chosen.append(pick)
+        free.remove(pick)
+    return tuple(sorted(chosen, key=candidates.index))
 
 
 def reference_rows(site: Site, profile: Profile, suites: tuple[str, ...]) -> list[Reference]:
     rows = effective_reference(profile, site.validation.thresholds.get(profile.name, {}))
-    return [r for r in rows if r.figure in FIGURES and CHECK_SUITES[FIGURES[r.figure].check] in suites]
+    return [r for r in rows if r.figure in FIGURES and suite_of(r.figure) in suites]
 
 
 # -- per-node checks over SSH ---------------------------------------------------------------
 
 
-def node_checks(pod: PodTarget, nodes: Nodes, suites: tuple[str, ...], burnin: str,
-                progress: Progress) -> list[CheckRun]:
-    """health, burnin and intra-node nccl on every node at once, one suite after the other."""
+def node_checks(
+    pod: PodTarget, nodes: Nodes, suites: tuple[str, ...], burnin: str, progress: Progress
+) -> list[CheckRun]:
+    """health, burnin and intra-node collectives on every node at once, one suite after the other."""
     site = pod.site
     plans: dict[str, list[LocalCheck]] = {}
     for host in pod.hosts:
         node = site.node(host)
-        local_suites = tuple(s for s in ("health", "burnin", "nccl") if s in suites)
+        local_suites = tuple(s for s in NODE_SUITES if s in suites)
         checks = plan_local(site.profile_of(node), local_suites, burnin, None)
         # Intra-node collectives need two local ranks or more; a one-GPU node has no intra-node figure.
         plans[host] = [c for c in checks if c.check != "collectives" or _local_ranks(site.profile_of(node)) > 1]
     runs: list[CheckRun] = []
-    for suite in ("health", "burnin", "nccl"):
+    for suite in NODE_SUITES:
         commands: dict[str, str] = {}
         checks: dict[str, LocalCheck] = {}
         for host, planned in plans.items():
@@ -97,7 +140,9 @@ def node_checks(pod: PodTarget, nodes: Nodes, suites: tuple[str, ...], burnin: s
         timeout = max(c.timeout_s for c in checks.values())
         progress(f"{suite}: {checks[next(iter(checks))].check} on {len(commands)} node(s) over SSH ...")
         started = time.monotonic()
-        results = nodes.run_each(commands, timeout_s=timeout)
+        results = {}
+        for wave in _waves(pod, list(commands)):
+            results.update(nodes.run_each({h: commands[h] for h in wave}, timeout_s=timeout))
         for host in commands:
             r = results[host]
             check = checks[host].check
@@ -106,13 +151,28 @@ def node_checks(pod: PodTarget, nodes: Nodes, suites: tuple[str, ...], burnin: s
             else:
                 envelope = parse_envelope(r.stdout, r.returncode, r.stderr, check, host)
                 if r.returncode == 127 and not r.stdout.strip():
-                    envelope = broken_envelope(check, host, f"{pod.python} is missing on {host}: deploy the "
-                                                            "validation tools (`podctl deploy SITE --only validation-tools`)")
+                    envelope = broken_envelope(
+                        check,
+                        host,
+                        f"{pod.python} is missing on {host}: deploy the "
+                        "validation tools (`podctl deploy SITE --only validation-tools`)",
+                    )
             runs.append(CheckRun(check, "node", host, envelope))
-        failed = [r.node for r in runs[-len(commands):] if r.status in ("fail", "error")]
-        progress(f"{suite}: done in {time.monotonic() - started:.0f} s"
-                 + (f"; failing: {', '.join(failed)}" if failed else ""))
+        failed = [r.node for r in runs[-len(commands) :] if r.status in ("fail", "error")]
+        progress(
+            f"{suite}: done in {time.monotonic() - started:.0f} s"
+            + (f"; failing: {', '.join(failed)}" if failed else "")
+        )
     return runs
+
+
+def _waves(pod: PodTarget, hosts: list[str]) -> list[list[str]]:
+    """All hosts at once on a real pod; on a sim, waves that keep the co-hosted nodes at the density
+    its reference figures were measured at (nccl.cohost_capacity)."""
+    if not all(pod.site.profile_of(pod.site.node(h)).emulated for h in hosts):
+        return [hosts]
+    size = max(1, cohost_capacity())
+    return [hosts[i : i + size] for i in range(0, len(hosts), size)]
 
 
 def _local_ranks(profile: Profile) -> int:
@@ -130,9 +190,11 @@ def _tasks(profile: Profile) -> tuple[int, int]:
 def _uniform_profile(pod: PodTarget) -> Profile:
     profiles = {pod.site.profile_of(pod.site.node(h)).name: pod.site.profile_of(pod.site.node(h)) for h in pod.hosts}
     if len({(_tasks(p), p.compute_hcas.names) for p in profiles.values()}) > 1:
-        raise ValidationError("the compute nodes under test mix GPU counts or HCA names "
-                              f"({', '.join(sorted(profiles))}): one Slurm job cannot span them; validate one kind "
-                              "at a time, listing the others under validation.exclude")
+        raise ValidationError(
+            "the compute nodes under test mix GPU counts or HCA names "
+            f"({', '.join(sorted(profiles))}): one Slurm job cannot span them; validate one kind "
+            "at a time, listing the others under validation.exclude"
+        )
     return next(iter(profiles.values()))
 
 
@@ -146,32 +208,51 @@ def nccl_spec(pod: PodTarget, suites: tuple[str, ...]) -> NcclSpec:
         bounds += [r.bound for r in rows if r.figure == figure]
     measurement = FIGURES[figure].measurement
     tasks, gpus = _tasks(profile)
-    return NcclSpec(python=pod.python, gpu=profile.gpus is not None, tasks_per_node=tasks, gpus_per_node=gpus,
-                    figure=figure, measurement=measurement, size=size_label(measurement),
-                    bound=min(bounds) if bounds else None, emulated=profile.emulated,
-                    hca_names=hca_names(site, "compute"))
+    return NcclSpec(
+        python=pod.python,
+        gpu=profile.gpus is not None,
+        tasks_per_node=tasks,
+        gpus_per_node=gpus,
+        figure=figure,
+        measurement=measurement,
+        size=size_label(measurement),
+        bound=min(bounds) if bounds else None,
+        emulated=profile.emulated,
+        hca_names=hca_names(site, "compute"),
+    )
 
 
-def smoke_run(pod: PodTarget, slurm: Slurm, stamp: str, progress: Progress) -> CheckRun:
+def smoke_run(pod: PodTarget, slurm: SlurmJobs, stamp: str, progress: Progress, hosts: tuple[str, ...]) -> CheckRun:
+    """The training smoke test across `hosts`: the nodes under test, with their partners under --nodes."""
     profile = _uniform_profile(pod)
     tasks, gpus = _tasks(profile)
-    world = tasks * len(pod.hosts)
-    first = pod.hosts[0]
+    world = tasks * len(hosts)
+    first = hosts[0]
     if pod.shared_dir is None:
-        envelope = broken_envelope("smoke", first, "no storage mount is shared by every compute node: the smoke "
-                                                   "test writes its checkpoint there and restores it on every rank")
-        envelope["hosts"] = list(pod.hosts)
+        envelope = broken_envelope(
+            "smoke",
+            first,
+            "no storage mount is shared by every compute node: the smoke "
+            "test writes its checkpoint there and restores it on every rank",
+        )
+        envelope["hosts"] = list(hosts)
         return CheckRun("smoke", "pod", first, envelope)
-    argv = [pod.python, "-m", "validation.smoke", "--expect-world-size", str(world),
-            "--checkpoint-dir", f"{pod.shared_dir}/.podctl-smoke/{stamp}"]
+    argv = [
+        pod.python,
+        "-m",
+        "validation.smoke",
+        "--expect-world-size",
+        str(world),
+        "--checkpoint-dir",
+        f"{pod.shared_dir}/.podctl-smoke/{stamp}",
+    ]
     if profile.gpus is None:
         argv.append("--cpu")
     elif profile.gpus.peak_bf16_tflops:
         argv += ["--peak-tflops", f"{profile.gpus.peak_bf16_tflops:g}"]
-    progress(f"smoke: training across {len(pod.hosts)} node(s), {world} rank(s), through Slurm ...")
+    progress(f"smoke: training across {len(hosts)} node(s), {world} rank(s), through Slurm ...")
     started = time.monotonic()
-    envelope = slurm.run(Job(f"smoke {len(pod.hosts)} nodes", "smoke", pod.hosts, tasks, gpus, tuple(argv),
-                             NODE_ENV, 1200.0))
+    envelope = slurm.run(Job(f"smoke {len(hosts)} nodes", "smoke", hosts, tasks, gpus, tuple(argv), NODE_ENV, 1200.0))
     progress(f"smoke: {envelope['status']} in {time.monotonic() - started:.0f} s")
     return CheckRun("smoke", "pod", first, envelope)
 
@@ -187,27 +268,62 @@ class PodValidation:
     drained: dict[str, str | None]
 
 
-def validate_pod(site: Site, suites: tuple[str, ...], burnin: str, workdir: Path, private_key: Path | None,
-                 drain: bool, extra_runs: list[CheckRun], progress: Progress) -> PodValidation:
-    pod = target(site)
+def validate_pod(
+    site: Site,
+    suites: tuple[str, ...],
+    burnin: str,
+    workdir: Path,
+    private_key: Path | None,
+    drain: bool,
+    extra_runs: list[CheckRun],
+    progress: Progress,
+    only: tuple[str, ...] = (),
+    reservation: str | None = None,
+    partner_pool: tuple[str, ...] | None = None,
+    ibqueryerrors: Path | None = None,
+    names_by_guid: dict[str, str] | None = None,
+) -> PodValidation:
+    """Certify the pod's compute nodes; with `only`, those nodes alone, paired in the multi-node
+    jobs with known-good partners from the rest of the pod (a node added or repaired): from
+    `partner_pool` (podctl nodes recheck: the nodes it reserved), else the idle ones. With
+    `reservation`, every job runs inside it."""
+    pod = target(site, only)
     facts = Facts(site)  # derived once: the fabric plan for nccl, the inventory for conformance
+    nodes = site_nodes(site, private_key)
+    slurm = SlurmJobs(nodes, pod.controller, None, reservation)
+    partners: tuple[str, ...] = ()
+    if only:
+        pool = tuple(h for h in pod.partners if h in partner_pool) if partner_pool is not None else pod.partners
+        if partner_pool is None:
+            try:
+                states = slurm.states(pod.partners)
+            except SlurmError as exc:
+                raise ValidationError(f"cannot choose partners for --nodes: {exc}") from None
+            pool = tuple(h for h in pod.partners if h in states and states[h].idle)
+        partners = pick_partners(facts.plans.get("compute"), pod.hosts, pool)
+    job_hosts = tuple(h for h in (*pod.hosts, *partners))
+    if partners:
+        progress(f"nodes under test: {fold_hostlist(pod.hosts)}; known-good partners: {fold_hostlist(partners)}")
     # Every configuration problem before any suite runs: not after an hour of burn-in.
     spec: NcclSpec | None = None
     plan = None
-    if "nccl" in suites and len(pod.hosts) >= 2:
+    if "collectives" in suites and len(job_hosts) >= 2:
         if "compute" not in site.fabrics:
-            raise ValidationError(f"{site.source}: the nccl suite plans its rounds over the compute fabric; "
-                                  "declare fabrics.compute, or leave nccl out with --suite")
+            raise ValidationError(
+                f"{site.source}: the collectives suite plans its rounds over the compute "
+                "fabric; declare fabrics.compute, or leave collectives out with --suite"
+            )
         plan = facts.plans["compute"]
         spec = nccl_spec(pod, suites)
     if "smoke" in suites:
         _uniform_profile(pod)
         if pod.shared_dir is None:
-            raise ValidationError(f"{site.source}: the smoke test writes its checkpoint to storage every compute "
-                                  "node mounts, and no storage entry is mounted by all of them; add one, or leave "
-                                  "smoke out with --suite")
-    nodes = ssh_nodes(site, private_key)
-    started = datetime.now(timezone.utc)
+            raise ValidationError(
+                f"{site.source}: the smoke test writes its checkpoint to storage every compute "
+                "node mounts, and no storage entry is mounted by all of them; add one, or leave "
+                "smoke out with --suite"
+            )
+    started = datetime.now(UTC)
     t0 = time.monotonic()
     runs: list[CheckRun] = list(extra_runs)
     if "conformance" in suites:
@@ -216,39 +332,96 @@ def validate_pod(site: Site, suites: tuple[str, ...], burnin: str, workdir: Path
         progress("conformance: rendering the inventory and the configs podctl would write ...")
         inventory = workdir / "inventory"
         write_inventory(site, inventory, facts)
-        runs += run_conformance(site, inventory, workdir / "conformance", private_key, progress)
+        conformance = run_conformance(site, inventory, workdir / "conformance", private_key, progress)
+        # Under --nodes only the nodes under test are certified; the others are not judged here.
+        runs += [r for r in conformance if not only or r.node in pod.hosts]
         failed = sorted({r.node for r in runs if r.check == "conformance" and r.status != "pass"})
         progress("conformance: " + (f"failing: {', '.join(failed)}" if failed else "every host conforms"))
     runs += node_checks(pod, nodes, suites, burnin, progress)
-    slurm = Slurm(nodes, pod.controller, _partition(site, pod.hosts))
+    evidence: list[PortEvidence] = []
+    if "compute" in facts.plans:
+        evidence, unplaced = port_evidence(site, facts.plans["compute"], runs, ibqueryerrors, names_by_guid)
+        if evidence or unplaced or ibqueryerrors is not None:
+            runs += port_counter_runs(evidence, unplaced, site)
+            progress(
+                f"port counters: {len(evidence)} cable(s) with evidence against them"
+                + (f", {len(unplaced)} port(s) not on the plan" if unplaced else "")
+            )
+    slurm.partition = _partition(site, job_hosts)
     nccl: NcclOutcome | None = None
     if spec is not None and plan is not None:
-        nccl = run_nccl(slurm, spec, plan, pod.hosts, progress)
+        nccl = run_nccl(slurm, spec, plan, job_hosts, progress, evidence)
+        named = [h for h in partners if nccl.diagnosis and h in nccl.diagnosis.bad_nodes]
+        if named:
+            progress(f"note: fault localization named partner(s) {', '.join(named)}: certify them again")
         runs += nccl.records + nccl.verdicts
+        if site.validation.nccl_tests_path:
+            runs += nccl_tests_runs(pod, spec, plan, slurm, progress, job_hosts)
     if "smoke" in suites:
-        runs.append(smoke_run(pod, slurm, f"{started:%Y%m%dT%H%M%SZ}", progress))
+        runs.append(smoke_run(pod, slurm, f"{started:%Y%m%dT%H%M%SZ}", progress, job_hosts))
     rows = {h: reference_rows(site, site.profile_of(site.node(h)), suites) for h in pod.hosts}
-    if len(pod.hosts) < 2:
+    if len(job_hosts) < 2:
         # One node under test has no partner: figures between nodes cannot be measured, nor missed.
         rows = {h: [r for r in rs if FIGURES[r.figure].scope != "pod"] for h, rs in rows.items()}
-    if "conformance" in suites:
+    if "conformance" in suites and not only:
         # Head and login nodes are certified on conformance alone: no figures are judged on them.
         rows.update({n.hostname: [] for n in site.nodes if n.hostname not in rows and n.hostname not in pod.excluded})
     cert = judge(f"{site.name} ({site.source})", rows, runs, pod.excluded)
     drained: dict[str, str | None] = {}
     if drain:
         drained = drain_failing(slurm, cert, pod.hosts, progress)
-    meta = {"started": started.isoformat(timespec="seconds"), "mode": "site", "site": site.source,
-            "suites": list(suites), "burnin": burnin, "wall_s": round(time.monotonic() - t0, 1),
-            "hosts": list(pod.hosts), "controller": pod.controller, "python": pod.python,
-            "nccl": None if nccl is None or spec is None else {
-                "figure": spec.figure, "bound_gbps": spec.bound,
-                "localization_rounds": nccl.rounds,
-                "bad_nodes": list(nccl.diagnosis.bad_nodes) if nccl.diagnosis else [],
-                "bad_links": [list(x) for x in nccl.diagnosis.bad_links] if nccl.diagnosis else [],
-                "suspects": list(nccl.diagnosis.suspects) if nccl.diagnosis else []},
-            "drained": drained}
+    meta = {
+        "started": started.isoformat(timespec="seconds"),
+        "mode": "site",
+        "site": site.source,
+        "suites": list(suites),
+        "burnin": burnin,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "hosts": list(pod.hosts),
+        "partners": list(partners),
+        "controller": pod.controller,
+        "python": pod.python,
+        "nccl": None
+        if nccl is None or spec is None
+        else {
+            "figure": spec.figure,
+            "bound_gbps": spec.bound,
+            "localization_rounds": nccl.rounds,
+            "bad_nodes": list(nccl.diagnosis.bad_nodes) if nccl.diagnosis else [],
+            "bad_links": [list(x) for x in nccl.diagnosis.bad_links] if nccl.diagnosis else [],
+            "suspects": list(nccl.diagnosis.suspects) if nccl.diagnosis else [],
+        },
+        "drained": drained,
+        "fabric": fabric_layout(facts.plans["compute"], pod.hosts) if "compute" in facts.plans else None,
+    }
     return PodValidation(cert, runs, meta, drained)
+
+
+def fabric_layout(plan: FabricPlan, hosts: tuple[str, ...]) -> dict[str, Any]:
+    """For the report: the nodes under test in fabric order (unit by unit), the units' sizes,
+    and every switch by tier."""
+    wanted = set(hosts)
+    units = [[h for h in su if h in wanted] for su in plan.scalable_units]
+    return {
+        "node_order": [h for su in units for h in su],
+        "su_sizes": [len(su) for su in units if su],
+        "switches": {tier: [s.name for s in plan.switches_in(tier)] for tier in SWITCH_TIERS},
+    }
+
+
+def nccl_tests_runs(
+    pod: PodTarget, spec: NcclSpec, plan: FabricPlan, slurm: SlurmJobs, progress: Progress, hosts: tuple[str, ...]
+) -> list[CheckRun]:
+    """The site's nccl-tests on the node sets of podctl's collectives: all nodes, and every pair."""
+    site = pod.site
+    perf = PerfSpec(site.validation.nccl_tests_path or "", site.validation.nccl_tests, spec.tasks_per_node,
+                    spec.gpus_per_node)  # fmt: skip
+    sets = [("all-nodes", hosts)] + [
+        (name, test.nodes) for name, tests in pairwise_rounds(plan, hosts) for test in tests
+    ]
+    progress(f"nccl-tests: {', '.join(perf.binaries)} on {len(sets)} node set(s) through Slurm ...")
+    records = run_perf(slurm, perf, sets, progress)
+    return records + perf_verdicts(hosts, records)
 
 
 def _partition(site: Site, hosts: tuple[str, ...]) -> str | None:
@@ -261,7 +434,9 @@ def _partition(site: Site, hosts: tuple[str, ...]) -> str | None:
     return next((p.name for p in fits if p.default), fits[0].name)
 
 
-def drain_failing(slurm: Slurm, cert: Certification, hosts: tuple[str, ...], progress: Progress) -> dict[str, str | None]:
+def drain_failing(
+    slurm: SlurmJobs, cert: Certification, hosts: tuple[str, ...], progress: Progress
+) -> dict[str, str | None]:
     """Drain the compute nodes that failed on something of their own.
 
     A figure that is missing only because a pod-wide job broke is no reason to
@@ -273,8 +448,10 @@ def drain_failing(slurm: Slurm, cert: Certification, hosts: tuple[str, ...], pro
     if not reasons:
         return {}
     if len(reasons) == len(hosts) and len(hosts) > 1:
-        progress(f"not draining: all {len(hosts)} nodes failed, which points at the pod (Slurm, storage, fabric), "
-                 "not at nodes")
+        progress(
+            f"not draining: all {len(hosts)} nodes failed, which points at the pod (Slurm, storage, fabric), "
+            "not at nodes"
+        )
         return {}
     progress(f"draining {', '.join(sorted(reasons))} in Slurm ...")
     return slurm.drain(reasons)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..remote import Nodes, RemoteResult, command_line
 from .envelope import broken_envelope, parse_envelope
-from .remote import Nodes, command_line
 
 IMMEDIATE_S = 60
 
@@ -31,45 +31,88 @@ class Job:
     argv: tuple[str, ...]  # the program and its arguments, run once per task
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 600.0
+    mpi: str | None = None  # srun --mpi: pmix for programs that are MPI programs (nccl-tests built with MPI=1)
 
 
-def srun_argv(job: Job, partition: str | None, name: str | None = None) -> list[str]:
+def srun_argv(job: Job, partition: str | None, name: str | None = None, reservation: str | None = None) -> list[str]:
     minutes = max(1, math.ceil(job.timeout_s / 60) + 1)
-    argv = ["srun", f"--job-name={name or 'podctl-' + job.check}", f"--nodes={len(job.nodes)}",
-            f"--nodelist={','.join(job.nodes)}", f"--ntasks-per-node={job.tasks_per_node}",
-            f"--immediate={IMMEDIATE_S}", f"--time={minutes}", "--kill-on-bad-exit=1", "--quiet"]
+    argv = [
+        "srun",
+        f"--job-name={name or 'podctl-' + job.check}",
+        f"--nodes={len(job.nodes)}",
+        f"--nodelist={','.join(job.nodes)}",
+        f"--ntasks-per-node={job.tasks_per_node}",
+        f"--immediate={IMMEDIATE_S}",
+        f"--time={minutes}",
+        "--kill-on-bad-exit=1",
+        "--quiet",
+    ]
     if partition:
         argv.append(f"--partition={partition}")
+    if reservation:
+        argv.append(f"--reservation={reservation}")
     if job.gpus_per_node:
         argv.append(f"--gpus-per-node={job.gpus_per_node}")
+    if job.mpi:
+        argv.append(f"--mpi={job.mpi}")
     if job.env:
         argv.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in sorted(job.env.items())))
     return argv + list(job.argv)
 
 
-class Slurm:
-    def __init__(self, nodes: Nodes, controller: str, partition: str | None) -> None:
+class SlurmJobs:
+    def __init__(self, nodes: Nodes, controller: str, partition: str | None, reservation: str | None = None) -> None:
         self.nodes = nodes
         self.controller = controller
         self.partition = partition
+        self.reservation = reservation  # run inside this reservation (podctl nodes recheck's maintenance one)
+
+    def run_output(self, job: Job) -> RemoteResult:
+        """Run the job to the end: what srun printed (every task's stdout, srun's stderr)."""
+        name = f"podctl-{job.check}-{uuid.uuid4().hex[:8]}"
+        result = self.nodes.run(
+            self.controller,
+            command_line(srun_argv(job, self.partition, name, self.reservation)),
+            timeout_s=job.timeout_s + IMMEDIATE_S + 30,
+        )
+        if result.error and result.returncode is None:
+            # Closing the SSH channel leaves the job running (and its nodes allocated): cancel it.
+            self.nodes.run(self.controller, command_line(["scancel", f"--name={name}"]), timeout_s=60)
+        return result
 
     def run(self, job: Job) -> dict[str, Any]:
         """Run the job to the end; its rank-0 envelope, with the job's hosts added."""
         started = time.monotonic()
-        name = f"podctl-{job.check}-{uuid.uuid4().hex[:8]}"
-        result = self.nodes.run(self.controller, command_line(srun_argv(job, self.partition, name)),
-                                timeout_s=job.timeout_s + IMMEDIATE_S + 30)
-        if result.error and result.returncode is None:
-            # Closing the SSH channel leaves the job running (and its nodes allocated): cancel it.
-            self.nodes.run(self.controller, command_line(["scancel", f"--name={name}"]), timeout_s=60)
+        result = self.run_output(job)
         if result.error:
             envelope = broken_envelope(job.check, job.nodes[0], f"srun on {self.controller}: {result.error}")
         else:
-            envelope = parse_envelope(result.stdout, result.returncode, _srun_reason(result.stderr), job.check,
-                                      job.nodes[0])
+            envelope = parse_envelope(
+                result.stdout, result.returncode, _srun_reason(result.stderr), job.check, job.nodes[0]
+            )
         envelope["hosts"] = list(job.nodes)
-        envelope.setdefault("details", {})["slurm"] = {"label": job.label, "wall_s": round(time.monotonic() - started, 1)}
+        envelope.setdefault("details", {})["slurm"] = {
+            "label": job.label,
+            "wall_s": round(time.monotonic() - started, 1),
+        }
         return envelope
+
+    def scontrol(self, *args: str) -> str | None:
+        """Run scontrol on the controller; None, or why it failed."""
+        result = self.nodes.run(self.controller, command_line(["scontrol", *args]), timeout_s=60)
+        if result.error or result.returncode != 0:
+            return result.error or (result.stderr.strip() or f"scontrol exited {result.returncode}")
+        return None
+
+    def states(self, hosts: Sequence[str]) -> dict[str, NodeState]:
+        """Each host's Slurm state and reason (sinfo); a host Slurm does not know is absent."""
+        if not hosts:
+            return {}
+        argv = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%E", f"--nodes={','.join(hosts)}"]
+        result = self.nodes.run(self.controller, command_line(argv), timeout_s=60)
+        if result.error or result.returncode != 0:
+            raise SlurmError(f"sinfo on {self.controller}: {result.error or result.stderr.strip()[:300]}")
+        return parse_sinfo(result.stdout)
 
     def drain(self, reasons: Mapping[str, str]) -> dict[str, str | None]:
         """Drain each node with its reason; host -> None, or why it could not be drained."""
@@ -83,6 +126,39 @@ class Slurm:
             else:
                 out[host] = None
         return out
+
+
+class SlurmError(Exception):
+    """Slurm could not be asked (sinfo or scontrol failed on the controller)."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    state: str  # sinfo's long state: idle, mixed, allocated, drained, draining, down, ... (+ flags like *)
+    reason: str  # "none" when there is none
+
+    @property
+    def drained(self) -> bool:
+        return self.state.startswith(("drain", "down")) or "drain" in self.state
+
+    @property
+    def idle(self) -> bool:
+        return self.state.rstrip("*~#!%$@^-") == "idle" and not self.state.endswith("*")
+
+    @property
+    def by_podctl(self) -> bool:
+        """Drained by podctl (its health gate, validate --drain, a recheck), not by a person."""
+        return self.reason.startswith("podctl")
+
+
+def parse_sinfo(text: str) -> dict[str, NodeState]:
+    """`sinfo -N -h -o '%N|%T|%E'` lines; a node in several partitions appears once."""
+    out: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        parts = line.split("|", 2)
+        if len(parts) == 3 and parts[0].strip():
+            out.setdefault(parts[0].strip(), NodeState(parts[1].strip().lower(), parts[2].strip()))
+    return out
 
 
 def _srun_reason(stderr: str) -> str:

@@ -5,31 +5,31 @@ Not part of podctl's own test suite: run.py runs this file in a subprocess,
     python -m pytest test_conformance.py --hosts=ansible://all --ansible-inventory=INV \
         --ssh-identity-file=KEY --junitxml=...
 
-with the rendered files and tolerances in the environment (common.py). What a
+with the tolerances in the environment (common.py). Configuration files are
+not compared here: drift.py runs the roles themselves in check mode. What a
 host must run, mount and hold is derived from its inventory variables (the
 site model podctl rendered), never from what it happens to run.
 
 A test that finds a problem fails with pytest.fail(one line per finding,
 pytrace=False): run.py turns each line into a finding of the host's
 envelope, so every line is written to be read in a certification report.
+
+Why one module of this size: pytest runs it as one file in a subprocess on
+the controller; its tests share per-host fixtures and caches.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shlex
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 import testinfra
 
-from podctl.validate.conformance.common import (
-    DEFAULT_TIME_TOLERANCE_S, ENV_RENDER_ERRORS, ENV_RENDERED, ENV_TIME_TOLERANCE, SECRET_PLACEHOLDER)
+from podctl.validate.conformance.common import DEFAULT_TIME_TOLERANCE_S, ENV_TIME_TOLERANCE
 
 MUNGE_KEY = "/etc/munge/munge.key"
 SLURM_GROUPS = ("role_controller", "role_login", "role_compute")  # the hosts playbooks/slurm.yml configures
@@ -38,14 +38,36 @@ COMPUTE_GROUP = "role_compute"  # the slurm role's podctl_slurm_compute_group
 CHRONY_LOCAL_REFID = "7F7F0101"
 # sinfo's compact states, as a report would say them.
 SLURM_STATES = {
-    "alloc": "allocated to a job", "mix": "partly allocated", "comp": "completing a job", "drain": "drained",
-    "drng": "draining", "down": "down", "fail": "failed", "failg": "failing", "maint": "in maintenance",
-    "resv": "reserved", "unk": "in an unknown state", "futr": "a future node", "plnd": "planned for a job",
-    "pow_dn": "powered down", "pow_up": "powering up", "inval": "invalid", "blocked": "blocked", "npc": "not ready",
+    "alloc": "allocated to a job",
+    "mix": "partly allocated",
+    "comp": "completing a job",
+    "drain": "drained",
+    "drng": "draining",
+    "down": "down",
+    "fail": "failed",
+    "failg": "failing",
+    "maint": "in maintenance",
+    "resv": "reserved",
+    "unk": "in an unknown state",
+    "futr": "a future node",
+    "plnd": "planned for a job",
+    "pow_dn": "powered down",
+    "pow_up": "powering up",
+    "inval": "invalid",
+    "blocked": "blocked",
+    "npc": "not ready",
 }
-SLURM_FLAGS = {"*": "not responding", "~": "powered off", "#": "powering up", "!": "pending power down",
-               "%": "powering down", "$": "in a maintenance reservation", "@": "pending reboot", "^": "rebooting",
-               "-": "planned for a job"}
+SLURM_FLAGS = {
+    "*": "not responding",
+    "~": "powered off",
+    "#": "powering up",
+    "!": "pending power down",
+    "%": "powering down",
+    "$": "in a maintenance reservation",
+    "@": "pending reboot",
+    "^": "rebooting",
+    "-": "planned for a job",
+}
 
 
 class Unreachable(Exception):
@@ -113,15 +135,31 @@ def _probe_every_host(request: pytest.FixtureRequest) -> None:
 def _other(request: pytest.FixtureRequest, name: str) -> Any:
     """Another host of the inventory, reached the way the `host` fixture reaches its own."""
     opt = request.config.option
-    return testinfra.get_host(f"ansible://{name}", ansible_inventory=opt.ansible_inventory,
-                              ssh_config=opt.ssh_config, ssh_identity_file=opt.ssh_identity_file,
-                              force_ansible=opt.force_ansible)
+    return testinfra.get_host(
+        f"ansible://{name}",
+        ansible_inventory=opt.ansible_inventory,
+        ssh_config=opt.ssh_config,
+        ssh_identity_file=opt.ssh_identity_file,
+        force_ansible=opt.force_ansible,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """Inventory values as written: `ansible-inventory --list` wraps the strings podctl tagged
+    `!unsafe` (those holding a brace) as {"__ansible_unsafe": text}."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 class Node:
     def __init__(self, host: Any) -> None:
         self.host = host
-        self.vars: dict[str, Any] = host.ansible.get_variables()
+        self.vars: dict[str, Any] = _plain(host.ansible.get_variables())
         self.name: str = self.vars["inventory_hostname"]
         self.groups: list[str] = list(self.vars.get("group_names", []))
 
@@ -170,6 +208,7 @@ def _guard(test: Any) -> Any:
 
 # ---------------------------------------------------------------------------
 
+
 def test_reachable(host: Any) -> None:
     problem = _reach(host)
     if problem is not None:
@@ -202,15 +241,17 @@ def expected_services(node: Node) -> list[tuple[str, str]]:
 
 
 def _systemctl_show(node: Node, units: list[str]) -> list[dict[str, str]]:
-    result = node.sh("systemctl show --property=Id,LoadState,ActiveState,UnitFileState "
-                     + " ".join(shlex.quote(u) for u in units))
+    result = node.sh(
+        "systemctl show --property=Id,LoadState,ActiveState,UnitFileState " + " ".join(shlex.quote(u) for u in units)
+    )
     blocks: list[dict[str, str]] = []
     for chunk in result.stdout.strip().split("\n\n"):
         props = dict(line.split("=", 1) for line in chunk.splitlines() if "=" in line)
         blocks.append(props)
     if len(blocks) != len(units):
-        pytest.fail(f"systemctl show answered {len(blocks)} unit(s) for {len(units)}: {result.stderr.strip()}",
-                    pytrace=False)
+        pytest.fail(
+            f"systemctl show answered {len(blocks)} unit(s) for {len(units)}: {result.stderr.strip()}", pytrace=False
+        )
     return blocks
 
 
@@ -231,126 +272,8 @@ def test_services_active(node: Node) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Rendered configuration files
-
-def _rendered_root() -> Path:
-    value = os.environ.get(ENV_RENDERED)
-    if not value:
-        pytest.fail(f"{ENV_RENDERED} is not set: run this suite through podctl.validate.conformance.run",
-                    pytrace=False)
-    return Path(value)
-
-
-def _render_error(name: str) -> str | None:
-    path = os.environ.get(ENV_RENDER_ERRORS)
-    if not path or not Path(path).is_file():
-        return None
-    errors = json.loads(Path(path).read_text(encoding="utf-8"))
-    return errors.get(name)
-
-
-def _secret_keys(text: str) -> list[str]:
-    """Keys of the lines that hold a secret in the rendered file (`StoragePass=<placeholder>` -> StoragePass)."""
-    keys = []
-    for line in text.splitlines():
-        if SECRET_PLACEHOLDER in line:
-            key = line.split(SECRET_PLACEHOLDER, 1)[0].rstrip(" =:\t")
-            if key:
-                keys.append(key)
-    return keys
-
-
-# Runs on the node with python3: prints the file with every secret line
-# replaced by the rendered placeholder line, so the secret never leaves it.
-_MASK_SCRIPT = r"""
-import sys
-path, placeholder, keys = sys.argv[1], sys.argv[2], sys.argv[3:]
-try:
-    data = open(path, "rb").read().decode("utf-8", "replace")
-except FileNotFoundError:
-    sys.exit(3)
-out = []
-for line in data.splitlines(keepends=True):
-    stripped = line.lstrip()
-    for key in keys:
-        if stripped.lower().startswith(key.lower()) and stripped[len(key):].lstrip()[:1] in ("=", ":"):
-            end = "\n" if line.endswith("\n") else ""
-            line = key + "=" + placeholder + end
-            break
-    out.append(line)
-sys.stdout.write("".join(out))
-"""
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _show(line: str, limit: int = 100) -> str:
-    line = line.rstrip("\n")
-    return repr(line if len(line) <= limit else line[:limit] + "...")
-
-
-def describe_difference(path: str, node_data: bytes, rendered_data: bytes) -> str:
-    node_lines = node_data.decode("utf-8", "replace").splitlines()
-    rendered_lines = rendered_data.decode("utf-8", "replace").splitlines()
-    head = (f"{path} differs from what podctl renders (sha256 {_sha(node_data)[:12]} on the node vs "
-            f"{_sha(rendered_data)[:12]} rendered; ")
-    for number, (a, b) in enumerate(zip(node_lines, rendered_lines), start=1):
-        if a != b:
-            return head + f"first differing line {number}: node has {_show(a)}, podctl renders {_show(b)})"
-    if len(node_lines) > len(rendered_lines):
-        number = len(rendered_lines) + 1
-        return head + (f"the node has {len(node_lines) - len(rendered_lines)} extra line(s) from line {number}: "
-                       f"{_show(node_lines[number - 1])})")
-    if len(node_lines) < len(rendered_lines):
-        number = len(node_lines) + 1
-        return head + (f"the node lacks {len(rendered_lines) - len(node_lines)} line(s) from line {number}: "
-                       f"{_show(rendered_lines[number - 1])})")
-    return head + "same lines, different line endings or final newline)"
-
-
-@_guard
-def test_configs_match_render(node: Node) -> None:
-    error = _render_error(node.name)
-    if error:
-        pytest.fail(f"podctl could not render this host's configuration files: {error}", pytrace=False)
-    root = _rendered_root() / node.name
-    rendered = {"/" + str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-    if not rendered:
-        pytest.fail(f"podctl rendered no configuration files for {node.name} (looked in {root})", pytrace=False)
-    plain = {path: data for path, data in rendered.items() if SECRET_PLACEHOLDER.encode() not in data}
-    problems = []
-    # One command hashes every plain file; only a file that differs is read.
-    result = node.sh("sha256sum -- " + " ".join(shlex.quote(p) for p in plain))
-    on_node: dict[str, str] = {}
-    for line in result.stdout.splitlines():
-        digest, _, path = line.partition("  ")
-        on_node[path] = digest
-    for path, data in plain.items():
-        digest = on_node.get(path)
-        if digest is None:
-            problems.append(f"{path} is missing on the node (podctl renders it)")
-        elif digest != _sha(data):
-            content = node.host.file(path).content
-            problems.append(describe_difference(path, content, data))
-    for path, data in rendered.items():
-        if path in plain:
-            continue
-        keys = _secret_keys(data.decode("utf-8", "replace"))
-        masked = node.sh("python3 -c %s %s %s " + " ".join(["%s"] * len(keys)),
-                         _MASK_SCRIPT, path, SECRET_PLACEHOLDER, *keys)
-        if masked.rc == 3:
-            problems.append(f"{path} is missing on the node (podctl renders it)")
-        elif masked.rc != 0:
-            problems.append(f"{path} could not be read on the node: {masked.stderr.strip()[-200:]}")
-        elif _sha(masked.stdout_bytes) != _sha(data):
-            problems.append(describe_difference(path, masked.stdout_bytes, data) + " [secrets masked]")
-    _fail(problems)
-
-
-# ---------------------------------------------------------------------------
 # Munge key: same on every Slurm host, never read.
+
 
 def _slurm_hosts(node: Node) -> list[str]:
     groups = node.vars.get("groups", {})
@@ -408,6 +331,7 @@ def test_munge_key(node: Node, request: pytest.FixtureRequest) -> None:
 
 # ---------------------------------------------------------------------------
 
+
 def _mounts(node: Node) -> list[dict[str, Any]]:
     names = set(node.vars.get("podctl_mounts") or [])
     return [m for m in node.vars.get("podctl_storage_mounts") or [] if m.get("name") in names]
@@ -434,13 +358,13 @@ def test_storage_mounted(node: Node) -> None:
             problems.append(f"{where} is not mounted")
         # The sim's kernel has no NFS or Lustre client: a bind mount stands in there.
         elif not node.emulated and not found.get("FSTYPE", "").startswith(m["type"]):
-            problems.append(f"{where} is mounted as {found.get('FSTYPE')} from {found.get('SOURCE')}, "
-                            f"not {m['type']}")
+            problems.append(f"{where} is mounted as {found.get('FSTYPE')} from {found.get('SOURCE')}, not {m['type']}")
     _fail(problems)
 
 
 # ---------------------------------------------------------------------------
 # Time
+
 
 def _tolerance() -> float:
     return float(os.environ.get(ENV_TIME_TOLERANCE) or DEFAULT_TIME_TOLERANCE_S)
@@ -481,8 +405,10 @@ def test_time_in_sync(node: Node) -> None:
     offset = remote - (before + after) / 2
     slack = (after - before) / 2
     if abs(offset) - slack > tolerance:
-        problems.append(f"clock is {abs(offset):.3f} s {'ahead of' if offset > 0 else 'behind'} the controller's "
-                        f"(tolerance {tolerance:g} s)")
+        problems.append(
+            f"clock is {abs(offset):.3f} s {'ahead of' if offset > 0 else 'behind'} the controller's "
+            f"(tolerance {tolerance:g} s)"
+        )
     active = node.sh("systemctl is-active chrony").stdout.strip()
     if active != "active":
         problems.append(f"time is not kept in sync: chrony is {active or 'not running'}")
@@ -498,19 +424,24 @@ def test_time_in_sync(node: Node) -> None:
     if leap != "Normal":
         problems.append(f"chrony is not synchronised (leap status {leap}, reference {fields.get('Reference ID', '?')})")
     elif refid == CHRONY_LOCAL_REFID and not serves:
-        problems.append("chrony follows its own clock, not the pod's NTP servers "
-                        f"({', '.join(node.vars.get('podctl_ntp_servers') or [])})")
+        problems.append(
+            "chrony follows its own clock, not the pod's NTP servers "
+            f"({', '.join(node.vars.get('podctl_ntp_servers') or [])})"
+        )
     offset_chrony = chrony_offset_s(fields.get("System time", ""))
     if offset_chrony is None:
         problems.append(f"chronyc tracking gave no system time offset: {fields.get('System time', '')!r}")
     elif abs(offset_chrony) > tolerance:
-        problems.append(f"chrony reports the clock {abs(offset_chrony):.3f} s "
-                        f"{'fast' if offset_chrony > 0 else 'slow'} of NTP time (tolerance {tolerance:g} s)")
+        problems.append(
+            f"chrony reports the clock {abs(offset_chrony):.3f} s "
+            f"{'fast' if offset_chrony > 0 else 'slow'} of NTP time (tolerance {tolerance:g} s)"
+        )
     _fail(problems)
 
 
 # ---------------------------------------------------------------------------
 # Slurm node state, asked once of the primary controller.
+
 
 def _sinfo(request: pytest.FixtureRequest, node: Node) -> tuple[dict[str, tuple[str, str]] | None, str]:
     controller = ((node.slurm or {}).get("controllers") or [None])[0]
@@ -529,8 +460,10 @@ def _sinfo(request: pytest.FixtureRequest, node: Node) -> tuple[dict[str, tuple[
                     result = None
                     _SINFO["result"] = (None, str(exc))
                 if result is not None and result.rc != 0:
-                    _SINFO["result"] = (None, f"sinfo on {controller} failed: "
-                                              f"{(result.stderr or result.stdout).strip()[-300:]}")
+                    _SINFO["result"] = (
+                        None,
+                        f"sinfo on {controller} failed: {(result.stderr or result.stdout).strip()[-300:]}",
+                    )
                 elif result is not None:
                     states: dict[str, tuple[str, str]] = {}
                     for line in result.stdout.splitlines():
@@ -543,7 +476,7 @@ def _sinfo(request: pytest.FixtureRequest, node: Node) -> tuple[dict[str, tuple[
 
 def describe_slurm_state(name: str, state: str, reason: str) -> str:
     base = state.rstrip("".join(SLURM_FLAGS))
-    flags = [SLURM_FLAGS[c] for c in state[len(base):] if c in SLURM_FLAGS]
+    flags = [SLURM_FLAGS[c] for c in state[len(base) :] if c in SLURM_FLAGS]
     words = ", ".join([SLURM_STATES.get(base, base)] + flags)
     why = reason if reason and reason != "none" else "no reason given"
     return f"{name} is {words} in Slurm (state {state}): {why}"
@@ -571,4 +504,4 @@ def test_idle_in_slurm(node: Node, request: pytest.FixtureRequest) -> None:
         pytest.fail(describe_slurm_state(node.name, state, reason), pytrace=False)
 
 
-__all__ = ["describe_difference", "describe_slurm_state", "parse_chrony_tracking", "chrony_offset_s"]
+__all__ = ["describe_slurm_state", "parse_chrony_tracking", "chrony_offset_s"]

@@ -24,44 +24,95 @@ import time
 from pathlib import Path
 from typing import Any
 
-from podctl.facts import cached_plan, hca_names
-from podctl.model import Site
-from podctl.topology import SWITCH_TIERS, FabricPlan
-from podctl.validate.envelope import envelope, finding
-from podctl.validate.judge import CheckRun
-
-from .check import CablingReport, Finding, check_cabling, planned_ends
-from .cli import FabricCheckError
-from .formats import read_topology
+from ..facts import cached_plan, hca_names
+from ..hostlist import fold as fold_hostlist
+from ..ibfabric.check import CableFinding, CablingReport, FabricCheckError, check_sources, planned_ends
+from ..ibfabric.identity import Anchors, node_anchors, parse_guid
+from ..model import Site
+from ..remote import Nodes
+from ..topology import SWITCH_TIERS, FabricPlan
+from .envelope import envelope, finding
+from .judge import CheckRun
 
 FABRIC = "compute"
 _PORT_END = re.compile(r"^(.*)\[(\d+)\]$")
 
 
-def cabling_runs(site: Site, ibnetdiscover: Path | None, iblinkinfo: Path | None) -> list[CheckRun]:
+# Each HCA's port GUID, as sysfs shows it on the node: `<device> <GID 0 of port 1>` per line.
+READ_GUIDS = (
+    "cd /sys/class/infiniband 2>/dev/null && for d in *; do "
+    'printf "%s %s\\n" "$d" "$(cat "$d/ports/1/gids/0" 2>/dev/null)"; done'
+)
+
+
+def parse_node_guids(text: str) -> dict[str, int]:
+    """`<device> <gid>` lines (READ_GUIDS's output) as {device: port GUID}; lines that say nothing are skipped."""
+    guids: dict[str, int] = {}
+    for line in text.splitlines()[:256]:
+        fields = line.split()
+        if len(fields) == 2 and (guid := parse_guid(fields[1])):
+            guids[fields[0]] = guid
+    return guids
+
+
+def node_anchors_over_ssh(site: Site, nodes: Nodes) -> tuple[Anchors, list[str]]:
+    """The GUID of every HCA of the compute fabric's nodes, read on the nodes; and notes on what was not found."""
+    fabric = site.fabrics.get(FABRIC)
+    if fabric is None:
+        return {}, []
+    names = hca_names(site, FABRIC)
+    results = nodes.run_each({host: READ_GUIDS for host in fabric.nodes}, timeout_s=30)
+    anchors: Anchors = {}
+    silent = []
+    for host in fabric.nodes:
+        result = results[host]
+        found = node_anchors(host, names[host], parse_node_guids(result.stdout)) if not result.error else {}
+        anchors.update(found)
+        if not found:
+            silent.append(host)
+    notes = []
+    if silent:
+        notes.append(
+            f"no HCA GUID read on {fold_hostlist(silent)} (no /sys/class/infiniband there, or unreachable): their "
+            "HCAs are known by description and by where they land"
+        )
+    return anchors, notes
+
+
+def cabling_runs(
+    site: Site, ibnetdiscover: Path | None, iblinkinfo: Path | None, anchors: Anchors | None = None
+) -> list[CheckRun]:
     """The cabling check of the site's compute fabric against the tools' output, as CheckRuns.
 
     No files, no runs. A file that cannot be read or parsed raises CablingError
-    (a PodctlError) naming the file and line.
+    (a PodctlError) naming the file and line. `anchors` (host, rail -> GUID)
+    identify HCAs by GUID whatever their descriptions say.
     """
-    sources = [(path, fmt) for path, fmt in ((ibnetdiscover, "ibnetdiscover"), (iblinkinfo, "iblinkinfo"))
-               if path is not None]
+    sources = [
+        (str(path), fmt)
+        for path, fmt in ((ibnetdiscover, "ibnetdiscover"), (iblinkinfo, "iblinkinfo"))
+        if path is not None
+    ]
     if not sources:
         return []
     fabric = site.fabrics.get(FABRIC)
     if fabric is None:
         known = ", ".join(sorted(site.fabrics)) or "none"
-        raise FabricCheckError(f"{site.source}: no {FABRIC!r} fabric to check the cabling of "
-                               f"(fabrics declared: {known}); leave out --ibnetdiscover/--iblinkinfo")
+        raise FabricCheckError(
+            f"{site.source}: no {FABRIC!r} fabric to check the cabling of "
+            f"(fabrics declared: {known}); leave out --ibnetdiscover/--iblinkinfo"
+        )
     started = time.monotonic()
     plan = cached_plan(fabric)
     names = hca_names(site, FABRIC)
-    reports = [check_cabling(plan, read_topology(str(path), fmt), hca_names=names) for path, fmt in sources]
+    reports = check_sources(fabric, plan, names, sources, anchors)
     summary: dict[str, Any] = {
         "fabric": plan.fabric,
         "sources": [r.source for r in reports],
         "cables_planned": len(plan.cables),
         "links_found": {r.source: r.links_found for r in reports},
+        "warnings": [w for r in reports for w in r.warnings],
+        "anchored_hcas": len(anchors or {}),
     }
     elements = _by_element(plan, names, reports)
     # Each run gets its share of the check's time, so that the report's times add up.
@@ -73,8 +124,9 @@ def cabling_runs(site: Site, ibnetdiscover: Path | None, iblinkinfo: Path | None
     return [_run(scope, node, {**summary, "cables": cables}, share) for (scope, node), cables in elements.items()]
 
 
-def _by_element(plan: FabricPlan, names: dict[str, tuple[str, ...]],
-                reports: list[CablingReport]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def _by_element(
+    plan: FabricPlan, names: dict[str, tuple[str, ...]], reports: list[CablingReport]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """(scope, node) -> one row per cable at fault there; a cable both tools show wrong is one row."""
     host_of: dict[str, str] = {}  # a planned HCA end as the findings print it -> its host
     for cable in plan.cables_in("node-leaf"):
@@ -91,14 +143,20 @@ def _by_element(plan: FabricPlan, names: dict[str, tuple[str, ...]],
                 rows[message]["sources"].append(report.source)
                 continue
             scope, node, device = _element(cable_finding, host_of, level, hosts)
-            rows[message] = {**cable_finding.as_dict(), "problem": cable_finding.problem, "message": message,
-                             "device": device, "sources": [report.source]}
+            rows[message] = {
+                **cable_finding.as_dict(),
+                "problem": cable_finding.problem,
+                "message": message,
+                "device": device,
+                "sources": [report.source],
+            }
             out.setdefault((scope, node), []).append(rows[message])
     return out
 
 
-def _element(finding: Finding, host_of: dict[str, str], level: dict[str, tuple[int, str]],
-             hosts: set[str]) -> tuple[str, str, str]:
+def _element(
+    finding: CableFinding, host_of: dict[str, str], level: dict[str, tuple[int, str]], hosts: set[str]
+) -> tuple[str, str, str]:
     """(scope, node, device) of the element a finding is laid at."""
     if finding.kind == "unexpected-device":
         stranger = finding.found or finding.end_b
@@ -125,8 +183,25 @@ def _device(end: str) -> str:
 
 
 def _run(scope: str, node: str, details: dict[str, Any], duration_s: float, passed: str | None = None) -> CheckRun:
-    findings = ([finding(passed, "info")] if passed is not None else
-                [finding(row["message"], device=row["device"]) for row in details["cables"]])
-    result = envelope("cabling", node, "pass" if passed is not None else "fail", findings, details=details,
-                      duration_s=duration_s)
+    findings = (
+        [finding(passed, "info")]
+        if passed is not None
+        else [finding(row["message"], device=row["device"]) for row in details["cables"]]
+    )
+    result = envelope(
+        "cabling", node, "pass" if passed is not None else "fail", findings, details=details, duration_s=duration_s
+    )
     return CheckRun(check="cabling", scope=scope, node=node, envelope=result)
+
+
+def names_by_guid(site: Site, ibnetdiscover: Path | None, anchors: Anchors | None = None) -> dict[str, str]:
+    """The planned name of each device an ibnetdiscover dump shows ("0x<guid>" -> name), as the
+    cabling check identifies them: what places an ibqueryerrors report's ports on the plan
+    when switches carry factory names."""
+    fabric = site.fabrics.get(FABRIC)
+    if ibnetdiscover is None or fabric is None:
+        return {}
+    reports = check_sources(
+        fabric, cached_plan(fabric), hca_names(site, FABRIC), [(str(ibnetdiscover), "ibnetdiscover")], anchors
+    )
+    return dict(reports[0].names) if reports else {}

@@ -1,4 +1,4 @@
-"""Commands on the pod's nodes over SSH, in parallel (fabric).
+"""Commands on the pod's nodes over SSH, in parallel (fabric), and the key that opens them.
 
 Hosts that run the same command line are one `ThreadingGroup` call, so a
 hundred nodes of one profile cost one fan-out, not a hundred sequential
@@ -21,6 +21,10 @@ from fabric import Connection, ThreadingGroup
 from fabric.exceptions import GroupException
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
+from . import state
+from .errors import PodctlError
+from .model import Site
+
 CONNECT_TIMEOUT_S = 20
 # Hosts per fan-out: each is a socket and a few threads; a thousand at once
 # would run into the open-file limit and fail healthy nodes.
@@ -33,12 +37,24 @@ _paramiko_log.addHandler(logging.NullHandler())
 _paramiko_log.propagate = False
 
 
+# Where OpenSSH, and so Ansible under `podctl deploy`, looks for the hosts' keys.
+KNOWN_HOSTS_FILES = (
+    Path("~/.ssh/known_hosts").expanduser(),
+    Path("~/.ssh/known_hosts2").expanduser(),
+    Path("/etc/ssh/ssh_known_hosts"),
+    Path("/etc/ssh/ssh_known_hosts2"),
+)
+
+
 @dataclass(frozen=True)
 class SshTarget:
     host: str
     address: str
     user: str
     key: Path | None
+    # Refuse a host whose key is not known, as ssh and podctl deploy do. Only the sim
+    # opts out: its containers get new host keys on every `podctl sim up`.
+    verify_host_key: bool = True
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,29 @@ class RemoteResult:
     stdout: str
     stderr: str
     error: str | None = None  # could not connect, or timed out
+
+
+def private_key_for(site: Site, given: Path | None, first: str) -> Path | None:
+    """The SSH key for root on the site's nodes: `given`, else for a sim pod the key
+    `podctl sim up` made, else None (ssh's own defaults). `first` is what to run when
+    a sim pod has no key yet."""
+    if given is not None or not site.emulated:
+        return given
+    key = state.ssh_key_path(site.name)
+    if not key.is_file():
+        raise PodctlError(f"pod {site.name}: no sim SSH key; bring the pod up first: {first}")
+    return key
+
+
+def site_nodes(site: Site, private_key: Path | None) -> Nodes:
+    """Every node of the site, reached as root at its management address; host keys are
+    verified unless the pod is the sim."""
+    return Nodes(
+        {
+            n.hostname: SshTarget(n.hostname, str(n.address), "root", private_key, verify_host_key=not site.emulated)
+            for n in site.nodes
+        }
+    )
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -65,7 +104,18 @@ class Nodes:
         kwargs: dict[str, object] = {"banner_timeout": CONNECT_TIMEOUT_S, "auth_timeout": CONNECT_TIMEOUT_S}
         if t.key is not None:
             kwargs.update(key_filename=str(t.key), look_for_keys=False, allow_agent=False)
-        return Connection(t.address, user=t.user, connect_timeout=CONNECT_TIMEOUT_S, connect_kwargs=kwargs)
+        conn = Connection(t.address, user=t.user, connect_timeout=CONNECT_TIMEOUT_S, connect_kwargs=kwargs)
+        if t.verify_host_key:
+            # fabric accepts any host key it has not seen; podctl does not.
+            known = conn.client.get_host_keys()
+            for path in KNOWN_HOSTS_FILES:
+                if path.is_file():
+                    try:
+                        known.load(str(path))
+                    except (OSError, paramiko.SSHException):
+                        continue
+            conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        return conn
 
     def run_each(self, commands: Mapping[str, str], timeout_s: float) -> dict[str, RemoteResult]:
         """Run commands[host] on every host at once; one result per host."""
@@ -73,7 +123,7 @@ class Nodes:
         for host, command in commands.items():
             by_command.setdefault(command, []).append(host)
         results: dict[str, RemoteResult] = {}
-        chunks = [(c, hosts[i:i + FANOUT]) for c, hosts in by_command.items() for i in range(0, len(hosts), FANOUT)]
+        chunks = [(c, hosts[i : i + FANOUT]) for c, hosts in by_command.items() for i in range(0, len(hosts), FANOUT)]
         for command, hosts in chunks:
             conns = {id(c): (h, c) for h, c in ((h, self.connection(h)) for h in hosts)}
             group = ThreadingGroup.from_connections([c for _, c in conns.values()])
@@ -110,6 +160,16 @@ def _result(host: str, value: object, timeout_s: float) -> RemoteResult:
 
 
 def _why(exc: Exception) -> str:
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (
+            "its host key differs from the one in known_hosts: the node was reinstalled, or this is not the "
+            "node; check, then update known_hosts (ssh-keygen -R ADDRESS)"
+        )
+    if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
+        return (
+            "its host key is unknown (not in ~/.ssh/known_hosts or /etc/ssh/ssh_known_hosts); add it after "
+            "checking its fingerprint, as for podctl deploy (ssh-keyscan ADDRESS >> ~/.ssh/known_hosts)"
+        )
     if isinstance(exc, paramiko.AuthenticationException):
         return "authentication failed (is the key right? see --private-key)"
     if isinstance(exc, (socket.timeout, TimeoutError)):

@@ -1,13 +1,13 @@
-"""The cabling check: the InfiniBand tools' view of a fabric against the planned cable map."""
+"""The InfiniBand fabric as its tools show it (topology files, port counters), checked against the planned cable map."""
 
-from .check import CablingReport, Finding, check_cabling
+from .check import CableFinding, CablingReport, check_cabling
 from .formats import CablingError, End, Link, Topology, parse_iblinkinfo, parse_ibnetdiscover, topology_from_plan
 
 __all__ = [
     "CablingError",
     "CablingReport",
     "End",
-    "Finding",
+    "CableFinding",
     "Link",
     "Topology",
     "check_cabling",

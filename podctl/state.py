@@ -1,4 +1,4 @@
-"""Where the sim keeps what outlives one command.
+"""Where podctl keeps what outlives one command (the sim, for now).
 
 Layout (root = $PODCTL_STATE_DIR, else $XDG_STATE_HOME/podctl, else
 ~/.local/state/podctl):
@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .fsio import atomic_write
 
 
 def state_root() -> Path:
@@ -85,6 +87,4 @@ def write_faults(pod: str, faults: dict[str, dict[str, object]]) -> None:
     path = faults_path(pod)
     path.parent.mkdir(parents=True, exist_ok=True)
     cleaned = {node: f for node, f in sorted(faults.items()) if f}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cleaned, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(cleaned, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,240 @@
+"""Running Ansible: the one home of what deploy and conformance hand to it.
+
+Settings. Fast (the default) is chosen for a pod: every host in flight at
+once, one SSH connection per host kept open across stages and runs, modules
+piped through it instead of copied, and facts gathered once and cached beside
+the run directories. `--ansible-defaults` is the baseline the benchmark
+compares against: 5 forks, no pipelining, no multiplexing, facts gathered in
+every play.
+
+Running. `run_playbook` is the only call of ansible-runner: it finds the
+Ansible installed beside this Python, points Ansible at podctl's collection,
+writes extra variables itself (tagged !unsafe: data, never templates), and
+leaves behind artifacts with the environment scrubbed and URL secrets
+redacted.
+
+Values are data. What podctl passes to Ansible besides the inventory (paths
+of playbooks, run and report folders, keys) is refused if it holds a `{`:
+every Jinja marker starts with one, and Ansible would evaluate it, as root,
+on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import assets, yamlout
+from .errors import PodctlError
+from .redact import redact_tree
+
+MAX_FORKS = 256
+DEFAULT_FORKS = 5  # Ansible's own default
+CONTROL_PERSIST_S = 600
+FACT_CACHE_TIMEOUT_S = 86400
+SERVER_ALIVE_INTERVAL_S = 5
+TEMPLATE_START = "{"
+# The `command` artifact records the whole environment podctl ran with: keep
+# what explains the run, drop the rest (it may hold tokens), mask anything
+# that looks like a credential.
+_KEEP_ENV = re.compile(r"(ANSIBLE_.*|PATH|HOME|LANG|LC_.*|VIRTUAL_ENV|PYTHONPATH|AWX_.*)")
+_SECRET_ENV = re.compile(r"(PASS|TOKEN|SECRET|CREDENTIAL|AUTH)", re.IGNORECASE)
+
+
+class AnsibleError(PodctlError):
+    """Ansible could not be run as asked; the message says why and what to do."""
+
+
+def refuse_templates(values: Mapping[str, object]) -> None:
+    """AnsibleError naming the first value holding a '{' (every Jinja marker starts with one)."""
+    for what, value in values.items():
+        if TEMPLATE_START in str(value):
+            raise AnsibleError(
+                f"{what} {str(value)!r} holds a '{{', which Ansible would read as the start of "
+                "a template; use a path without braces"
+            )
+
+
+@dataclass(frozen=True)
+class AnsibleSettings:
+    forks: int
+    envvars: dict[str, str]
+
+
+def control_path_dir() -> Path:
+    # Unix socket paths are limited to ~108 bytes: keep the directory short.
+    return Path("/tmp") / f"podctl-ssh-{os.getuid()}"
+
+
+def ansible_settings(
+    *, hosts: int, fast: bool, fact_cache_dir: Path, roles_path: Path, private_key: Path | None, host_key_checking: bool
+) -> AnsibleSettings:
+    env: dict[str, str] = {
+        "ANSIBLE_ROLES_PATH": str(roles_path),
+        "ANSIBLE_COLLECTIONS_PATH": str(assets.collections_path()),
+        "ANSIBLE_HOST_KEY_CHECKING": str(host_key_checking),
+        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "True",
+    }
+    if private_key is not None:
+        env["ANSIBLE_PRIVATE_KEY_FILE"] = str(private_key)
+    known_hosts = "" if host_key_checking else " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no"
+    # A node that dies mid-task (power cut) sends no FIN: without keepalives its
+    # SSH session, multiplexed or not, would hang the play instead of failing.
+    known_hosts += f" -o ServerAliveInterval={SERVER_ALIVE_INTERVAL_S} -o ServerAliveCountMax=3"
+    if fast:
+        forks = max(1, min(hosts, MAX_FORKS))
+        env.update(
+            {
+                "ANSIBLE_PIPELINING": "True",
+                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist={CONTROL_PERSIST_S}s{known_hosts}",
+                "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_path_dir()),
+                "ANSIBLE_GATHERING": "smart",
+                "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+                "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(fact_cache_dir),
+                "ANSIBLE_CACHE_PLUGIN_TIMEOUT": str(FACT_CACHE_TIMEOUT_S),
+            }
+        )
+    else:
+        forks = DEFAULT_FORKS
+        env.update(
+            {
+                "ANSIBLE_PIPELINING": "False",
+                # Ansible's stock ssh_args multiplex (ControlPersist=60s); the baseline turns that off.
+                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=no -o ControlPath=none{known_hosts}",
+                "ANSIBLE_GATHERING": "implicit",
+                "ANSIBLE_CACHE_PLUGIN": "memory",
+            }
+        )
+    return AnsibleSettings(forks=forks, envvars=env)
+
+
+def run_environment(settings: AnsibleSettings) -> dict[str, str]:
+    """The settings' variables, with this Python's bin folder on PATH: podctl run from a
+    virtualenv without activating it (.venv/bin/podctl) must find the Ansible beside it."""
+    env = dict(settings.envvars)
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if bin_dir not in path.split(os.pathsep):
+        env["PATH"] = bin_dir + os.pathsep + path
+    return env
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in env.items():
+        if not _KEEP_ENV.fullmatch(key):
+            continue
+        out[key] = "<redacted>" if _SECRET_ENV.search(key) and not key.endswith("_FILE") else value
+    return out
+
+
+def scrub_command_artifact(artifact_dir: Path) -> None:
+    path = artifact_dir / "command"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    env = data.get("env")
+    if isinstance(env, dict):
+        data["env"] = scrub_env({str(k): str(v) for k, v in env.items()})
+        data["env_note"] = "podctl kept only the Ansible-related variables"
+        path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def stdout_tail(artifact_dir: Path, lines: int = 15) -> str:
+    """The last lines ansible-playbook printed in a run."""
+    try:
+        text = (artifact_dir / "stdout").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no output recorded)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    status: str  # ansible-runner's: successful, failed, canceled, timeout
+    rc: int
+    artifact_dir: Path
+
+
+def run_playbook(
+    *,
+    private_data_dir: Path,
+    ident: str,
+    playbook: Path,
+    inventory: Path,
+    settings: AnsibleSettings,
+    extravars: Mapping[str, object] | None = None,
+    limit: list[str] | None = None,
+    options: list[str] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> PlaybookRun:
+    """Run one playbook through ansible-runner; its artifacts land in private_data_dir/artifacts/ident."""
+    try:
+        import ansible_runner
+    except ImportError as exc:
+        raise AnsibleError("ansible-runner is not installed; pip install 'podctl[deploy]'") from exc
+    refuse_templates(
+        {
+            "the playbook": playbook,
+            "the inventory": inventory,
+            "the run folder": private_data_dir,
+            **{f"ANSIBLE setting {k}": v for k, v in settings.envvars.items()},
+        }
+    )
+    cmdline = list(options or [])
+    if extravars:
+        # Written here, tagged as data: ansible-runner's own extravars file would be read as templates.
+        extra = private_data_dir / "podctl-extravars.yml"
+        extra.write_text(yamlout.dump(dict(extravars)), encoding="utf-8")
+        cmdline += ["-e", f"@{extra}"]
+    artifact_dir = private_data_dir / "artifacts" / ident
+    scrubbed = False
+
+    def event_handler(event: dict[str, Any]) -> bool:
+        nonlocal scrubbed
+        if not scrubbed:
+            scrub_command_artifact(artifact_dir)
+            scrubbed = True
+        if on_event is not None:
+            on_event(event)
+        return True  # keep the event on disk (job_events/)
+
+    runner = ansible_runner.run(
+        private_data_dir=str(private_data_dir),
+        ident=ident,
+        playbook=str(playbook),
+        inventory=str(inventory),
+        envvars=run_environment(settings),
+        forks=settings.forks,
+        limit=",".join(limit) if limit else None,
+        cmdline=" ".join(_quote(c) for c in cmdline) or None,
+        event_handler=event_handler,
+        cancel_callback=cancel,
+        # podctl chooses the fact cache itself (settings above); ansible-runner's
+        # default would point it into this run's artifacts and lose it.
+        fact_cache_type="podctl",
+        quiet=True,
+        rotate_artifacts=0,
+    )
+    scrub_command_artifact(artifact_dir)
+    # A secret in a URL (a package index token) is needed on the nodes, never in what the run leaves.
+    redact_tree(artifact_dir)
+    return PlaybookRun(
+        status=str(runner.status), rc=int(runner.rc if runner.rc is not None else -1), artifact_dir=artifact_dir
+    )
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)

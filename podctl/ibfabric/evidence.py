@@ -1,0 +1,147 @@
+"""Port counters and link state as evidence against the plan's cables.
+
+A cable that is slow or down leaves a record at its ports whether or not any traffic test
+crosses it: a port not Active, or error counters that count (symbol errors, link recoveries,
+link-down events, receive errors). This module turns what the tools report (ibqueryerrors for
+the switches' and HCAs' ports across the fabric, an HCA's sysfs counters and state on its node)
+into `PortEvidence` on the planned cable at that port, for the certification and for fault
+localization (podctl.localize), and lists what it could not place on the plan.
+
+Counters count since they were last cleared: clear them (`ibclearcounters`, or `perfquery -R`
+per port) before the acceptance run, so that what they hold is the run's own. Thresholds
+(`THRESHOLDS`): a link that went down, or any local link integrity, buffer overrun or remote
+physical error, is evidence at 1; symbol errors, link error recoveries and receive errors
+above 10 (a handful after cabling work is normal; ibqueryerrors itself reports anything above 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from podctl.localize.localize import PortEvidence
+from podctl.model import HcaNames, hca_name
+from podctl.topology import Cable, FabricPlan
+
+from .counters import SYSFS_NAMES, Counters, PortCounters
+from .identity import Naming
+
+# Counter -> the value above which it is evidence.
+THRESHOLDS: Mapping[str, int] = {
+    "SymbolErrorCounter": 10,
+    "LinkErrorRecoveryCounter": 10,
+    "LinkDownedCounter": 0,
+    "PortRcvErrors": 10,
+    "PortRcvRemotePhysicalErrors": 0,
+    "LocalLinkIntegrityErrors": 0,
+    "ExcessiveBufferOverrunErrors": 0,
+}
+
+
+@dataclass(frozen=True)
+class Placed:
+    evidence: tuple[PortEvidence, ...]
+    unplaced: tuple[str, ...]  # ports over threshold that the plan has no cable for, with why
+
+
+def over_threshold(counters: Mapping[str, int]) -> list[str]:
+    """'SymbolErrorCounter 4821 (threshold 10)' for every counter above its threshold."""
+    return [
+        f"{name} {counters[name]} (threshold {limit})"
+        for name, limit in THRESHOLDS.items()
+        if counters.get(name, 0) > limit
+    ]
+
+
+class _Cables:
+    def __init__(self, plan: FabricPlan, hca_names: HcaNames | None) -> None:
+        self.at: dict[tuple[str, int], Cable] = {}
+        for cable in plan.cables:
+            self.at[(cable.upper.device, cable.upper.port)] = cable
+            if cable.tier == "node-leaf":
+                host, rail = cable.lower.device, cable.lower.port
+                self.at[(f"{host} {hca_name(host, rail, hca_names)}", 1)] = cable
+            else:
+                self.at[(cable.lower.device, cable.lower.port)] = cable
+        self.switches = {s.name for s in plan.switches}
+
+
+def place_counters(
+    plan: FabricPlan,
+    counters: Counters,
+    naming: Naming | None = None,
+    hca_names: HcaNames | None = None,
+    names_by_guid: Mapping[str, str] | None = None,
+) -> Placed:
+    """ibqueryerrors' (or perfquery's) ports over threshold, on the plan's cables.
+
+    A port is placed by its device's planned name: `names_by_guid` ("0x<guid>" -> the planned
+    name, from identifying an ibnetdiscover dump) first, else what its description says
+    (the site's naming templates, MF0's `<name>:<model>`, `<host> <hca>`)."""
+    naming = naming or Naming()
+    cables = _Cables(plan, hca_names)
+    evidence: list[PortEvidence] = []
+    unplaced: list[str] = []
+    for port in counters.ports:
+        found = over_threshold(port.counters)
+        if not found:
+            continue
+        what = ", ".join(found)
+        where = f"{port.desc or port.node} port {'ALL' if port.port is None else port.port} ({port.source})"
+        if port.port is None:
+            unplaced.append(f"{where}: {what}: counted over all ports together, not one cable")
+            continue
+        name = _planned_name(port, naming, names_by_guid or {}, cables.switches)
+        cable = cables.at.get((name, port.port)) if name else None
+        if cable is None:
+            unplaced.append(f"{where}: {what}: no planned cable at this port")
+            continue
+        evidence.append(PortEvidence(cable, f"{what} at {name}[{port.port}]"))
+    return Placed(tuple(evidence), tuple(unplaced))
+
+
+def _planned_name(port: PortCounters, naming: Naming, by_guid: Mapping[str, str], switches: set[str]) -> str | None:
+    if port.node in by_guid:
+        return by_guid[port.node]
+    switch = naming.switch_name(port.desc) if port.desc else None
+    if switch in switches:
+        return switch
+    claim = naming.hca_claim(port.desc) if port.desc else None
+    if claim is not None and claim.hca:
+        return f"{claim.host} {claim.hca}"
+    return None
+
+
+def hca_port_evidence(
+    plan: FabricPlan,
+    host: str,
+    ports: Sequence[Mapping[str, object]],
+    hca_names: HcaNames | None = None,
+    rate_gbps: float | None = None,
+) -> Placed:
+    """A node's own HCA ports (validation.health's record of sysfs: device, port, state,
+    phys_state, rate_gbps, counters) as evidence on its node-leaf cables."""
+    cables = _Cables(plan, hca_names)
+    evidence: list[PortEvidence] = []
+    unplaced: list[str] = []
+    for p in ports:
+        device, number = str(p.get("device", "")), p.get("port")
+        problems = []
+        if p.get("state") not in (None, "ACTIVE"):
+            problems.append(f"port state {p.get('state')} (physical: {p.get('phys_state')})")
+        rate = p.get("rate_gbps")
+        if rate_gbps and isinstance(rate, (int, float)) and p.get("state") == "ACTIVE" and rate < rate_gbps:
+            problems.append(f"rate {rate:g} Gb/s of {rate_gbps:g}")
+        counters = p.get("counters")
+        if isinstance(counters, Mapping):
+            named = {SYSFS_NAMES.get(str(k), str(k)): v for k, v in counters.items()}
+            problems += over_threshold({k: v for k, v in named.items() if isinstance(v, int)})
+        if not problems:
+            continue
+        cable = cables.at.get((f"{host} {device}", 1)) if number == 1 else None
+        what = ", ".join(problems)
+        if cable is None:
+            unplaced.append(f"{host} {device} port {number}: {what}: not an HCA of the plan's fabric")
+            continue
+        evidence.append(PortEvidence(cable, f"{what} at {host} {device}"))
+    return Placed(tuple(evidence), tuple(unplaced))

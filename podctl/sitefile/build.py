@@ -1,0 +1,98 @@
+"""The site model from data the schema accepted: every section built, every semantic error reported.
+
+Builder is split by subject: NodeSections (profiles, networks, node groups),
+FabricSections (fabrics, IPoIB) and ServiceSections (storage, Slurm, monitoring,
+validation); this module
+holds what both use (host lists) and the order the sections are built in.
+"""
+
+from __future__ import annotations
+
+from .. import hostlist as hostlists
+from ..hostlist import fold as fold_hostlist
+from ..model import Node, Site
+from ..suggest import did_you_mean
+from ..yamlsource import PathKey
+from .diagnostics import Reporter
+from .fabrics import FabricSections
+from .nodes import NodeSections
+from .services import ServiceSections
+
+
+class Builder(NodeSections, FabricSections, ServiceSections):
+    def __init__(self, data: dict, report: Reporter) -> None:
+        self.data = data
+        self.report = report
+        self.nodes: list[Node] = []
+        self.by_name: dict[str, Node] = {}
+
+    # -- helpers -------------------------------------------------------------------
+
+    def hostlist(self, path: PathKey, text: str) -> tuple[str, ...]:
+        try:
+            return hostlists.expand(text)
+        except hostlists.HostlistError as exc:
+            self.report.error(
+                path,
+                f"invalid hostlist {text!r}: {exc}",
+                "use Slurm syntax such as dgx[001-032,040] or node[01-03]",
+                code="hostlist",
+            )
+            return ()
+
+    def site_hosts(self, path: PathKey, text: str, what: str) -> tuple[str, ...]:
+        """Expand a hostlist whose every host must be a node of this site."""
+        hosts = self.hostlist(path, text)
+        unknown = [h for h in hosts if h not in self.by_name]
+        if unknown:
+            folded = fold_hostlist(unknown)
+            hint = did_you_mean(unknown[0], self.by_name) if len(unknown) == 1 else None
+            self.report.error(
+                path,
+                f"{what}names node(s) not in this site: {folded}",
+                hint or "declare them under `nodes` or fix the hostlist",
+                code="unknown-node",
+            )
+        return tuple(h for h in hosts if h in self.by_name)
+
+    def one_host(self, path: PathKey, name: str, what: str) -> str:
+        if name not in self.by_name:
+            self.report.error(
+                path,
+                f"{what} {name!r} is not a node of this site",
+                did_you_mean(name, self.by_name) or "name one of the hosts under `nodes`",
+                code="unknown-node",
+            )
+        return name
+
+    # -- the whole site ------------------------------------------------------------
+
+    def build(self, file: str) -> Site:
+        d = self.data
+        meta = d["metadata"]
+        profiles = self.profiles()
+        management = self.management()
+        groups = self.groups(profiles, management)
+        fabrics = self.fabrics(profiles)
+        ipoib = self.ipoib(management, fabrics.get("compute"))
+        storage = self.storage()
+        slurm = self.slurm(meta["name"], storage)
+        monitoring = self.monitoring()
+        validation = self.validation(profiles, storage, file)
+        self.name_and_time_servers(management)
+        site = Site(
+            name=meta["name"],
+            description=meta.get("description", ""),
+            source=file,
+            profiles=profiles,
+            groups=groups,
+            nodes=tuple(self.nodes),
+            management=management,
+            ipoib=ipoib,
+            fabrics=fabrics,
+            storage=storage,
+            slurm=slurm,
+            monitoring=monitoring,
+            validation=validation,
+        )
+        return site

@@ -1,0 +1,326 @@
+"""Building what runs on the nodes: storage, Slurm (with its health gate), monitoring and validation settings."""
+
+from __future__ import annotations
+
+import os.path
+import posixpath
+from pathlib import Path
+
+from ..hostlist import fold as fold_hostlist
+from ..model import (
+    VALIDATION_TOOLS_DIRNAME,
+    VALIDATION_TOOLS_LOCAL_PATH,
+    Exclusion,
+    FreeSpace,
+    HealthCheck,
+    Monitoring,
+    Partition,
+    Profile,
+    Role,
+    Slurm,
+    StorageMount,
+    ThresholdOverride,
+    ValidationSettings,
+    ValidationTools,
+    mounts_shared_by,
+)
+from ..suggest import did_you_mean
+from ..yamlsource import PathKey
+from .values import address_problem, system_path, under, written_as_address
+
+
+class ServiceSections:
+    """The service half of Builder (see build.py): it reads the nodes NodeSections built."""
+
+    def storage(self) -> tuple[StorageMount, ...]:
+        mounts: list[StorageMount] = []
+        names: dict[str, int] = {}
+        points: dict[str, int] = {}
+        default_clients = tuple(n.hostname for n in self.nodes if Role.STORAGE_CLIENT in n.roles)
+        for i, s in enumerate(self.data.get("storage", [])):
+            path: PathKey = ("storage", i)
+            if s["name"] in names:
+                self.report.error(
+                    path + ("name",),
+                    f"storage name {s['name']!r} is already used by storage[{names[s['name']]}]",
+                    code="duplicate",
+                )
+            names.setdefault(s["name"], i)
+            mp = posixpath.normpath(s["mountpoint"])
+            if mp in points:
+                self.report.error(
+                    path + ("mountpoint",),
+                    f"mountpoint {mp} is already used by storage[{points[mp]}]",
+                    code="duplicate",
+                )
+            points.setdefault(mp, i)
+            if system := system_path(mp):
+                self.report.error(
+                    path + ("mountpoint",),
+                    f"mounting shared storage on {mp} would hide or break the system's {system}",
+                    f"mount it on a folder of its own, such as /shared/{s['name']}",
+                    code="mountpoint",
+                )
+            self.storage_server(path + ("server",), s["server"], s["type"])
+            if "clients" in s:
+                clients = self.site_hosts(path + ("clients",), s["clients"], "")
+            else:
+                clients = default_clients
+                if not clients:
+                    self.report.warning(
+                        path,
+                        f"no node mounts {s['name']!r}: no node has the storage-client role",
+                        "add the storage-client role to a group or set `clients`",
+                        code="no-clients",
+                    )
+            mounts.append(
+                StorageMount(
+                    name=s["name"],
+                    type=s["type"],
+                    server=s["server"],
+                    export=s.get("export") or s.get("filesystem", ""),
+                    mountpoint=mp,
+                    options=tuple(s.get("options", [])),
+                    clients=clients,
+                )
+            )
+        return tuple(mounts)
+
+    def storage_server(self, path: PathKey, server: str, kind: str) -> None:
+        host, at, _network = server.partition("@")
+        if at and kind != "lustre":
+            self.report.error(
+                path,
+                f"storage server {server!r}: only a Lustre server takes an LNet network (@...)",
+                f"write the host alone: {host}",
+                code="server",
+            )
+            return
+        if problem := address_problem(host):
+            self.report.error(path, f"storage server {server!r} is not a valid address: {problem}", code="address")
+            return
+        if written_as_address(host) or host in self.by_name or "." in host:
+            return  # an address, a node of this site, or a DNS name outside it
+        self.report.error(
+            path,
+            f"storage server {server!r} is neither a node of this site, an address, nor a DNS name",
+            did_you_mean(host, self.by_name) or "name the server by address or fully qualified name",
+            code="unknown-server",
+        )
+
+    def slurm(self, site_name: str, storage: tuple[StorageMount, ...]) -> Slurm | None:
+        s = self.data.get("slurm")
+        if s is None:
+            return None
+        path: PathKey = ("slurm",)
+        if "controllers" in s:
+            controllers = self.site_hosts(path + ("controllers",), s["controllers"], "")
+        else:
+            controllers = tuple(n.hostname for n in self.nodes if Role.CONTROLLER in n.roles)
+        if not controllers:
+            self.report.error(
+                path,
+                "Slurm needs a controller: no node has the controller role",
+                "give a group the controller role or set slurm.controllers",
+                code="no-controller",
+            )
+        partitions: list[Partition] = []
+        seen: dict[str, int] = {}
+        defaults = []
+        for i, p in enumerate(s["partitions"]):
+            ppath = path + ("partitions", i)
+            if p["name"] in seen:
+                self.report.error(
+                    ppath + ("name",),
+                    f"partition {p['name']!r} is already declared in partitions[{seen[p['name']]}]",
+                    code="duplicate",
+                )
+            seen.setdefault(p["name"], i)
+            nodes = self.site_hosts(ppath + ("nodes",), p["nodes"], f"partition {p['name']!r} ")
+            not_compute = [h for h in nodes if Role.COMPUTE not in self.by_name[h].roles]
+            if not_compute:
+                self.report.warning(
+                    ppath + ("nodes",),
+                    f"partition {p['name']!r} includes node(s) without the compute role: {fold_hostlist(not_compute)}",
+                    "slurmd runs only on compute nodes",
+                    code="partition",
+                )
+            if p.get("default", False):
+                defaults.append(i)
+            partitions.append(
+                Partition(
+                    name=p["name"],
+                    nodes=nodes,
+                    hostlist=p["nodes"],
+                    default=p.get("default", False),
+                    max_time=p.get("max_time", "UNLIMITED"),
+                )
+            )
+        if len(defaults) > 1:
+            self.report.error(
+                path + ("partitions", defaults[1], "default"),
+                f"more than one default partition (partitions{defaults})",
+                code="partition",
+            )
+        state = Slurm.state_save_location
+        if len(controllers) > 1:
+            shared = mounts_shared_by(storage, controllers)
+            if shared:
+                state = posixpath.join(shared[0].mountpoint, "slurm", "state")
+            else:
+                self.report.error(
+                    path + (("controllers",) if "controllers" in s else ()),
+                    f"{len(controllers)} Slurm controllers ({fold_hostlist(controllers)}) share no storage: failover "
+                    "needs a StateSaveLocation every controller reads and writes",
+                    "mount one storage entry on every controller (its clients, or the storage-client role), "
+                    "or list one controller",
+                    code="slurm-failover",
+                )
+        return Slurm(
+            cluster_name=s.get("cluster_name", site_name),
+            controllers=controllers,
+            accounting=s.get("accounting", False),
+            partitions=tuple(partitions),
+            gres=s.get("gres", True),
+            select_type=s.get("select_type", "select/cons_tres"),
+            state_save_location=state,
+            health_check=self.health_check(path + ("health_check",), s.get("health_check", {})),
+        )
+
+    def health_check(self, path: PathKey, h: dict) -> HealthCheck | None:
+        if not h.get("enabled", True):
+            return None
+        states = tuple(h.get("node_states", ["any"]))
+        if "any" in states and len(states) > 1 and set(states) - {"any", "cycle"}:
+            self.report.error(
+                path + ("node_states",),
+                f"node_states {list(states)}: 'any' already covers every state",
+                "use [any] (optionally with cycle), or list the states without any",
+                code="health-check",
+            )
+        free = []
+        for i, entry in enumerate(h.get("free_space", [{"path": "/tmp", "min_free_gib": 1}])):
+            where = posixpath.normpath(entry["path"])
+            if where in (e.path for e in free):
+                self.report.error(path + ("free_space", i, "path"), f"{where} is listed twice", code="duplicate")
+            free.append(FreeSpace(where, float(entry["min_free_gib"])))
+        return HealthCheck(
+            interval_s=h.get("interval", 300),
+            node_states=states,
+            timeout_s=h.get("timeout", 10),
+            prolog=h.get("prolog", False),
+            mount_timeout_s=float(h.get("mount_timeout", 3)),
+            min_free_memory_gib=float(h.get("min_free_memory_gib", 1)),
+            free_space=tuple(free),
+            services=tuple(h.get("services", ())),
+        )
+
+    def monitoring(self) -> Monitoring | None:
+        m = self.data.get("monitoring")
+        if m is None:
+            return None
+        host = self.one_host(("monitoring", "prometheus_host"), m["prometheus_host"], "monitoring host")
+        return Monitoring(
+            prometheus_host=host,
+            retention=m.get("retention", "15d"),
+            scrape_interval=m.get("scrape_interval", "15s"),
+            exporters=tuple(m.get("exporters", ["node", "slurm", "dcgm"])),
+            alert_rules=m.get("alert_rules", True),
+        )
+
+    def validation(
+        self, profiles: dict[str, Profile], storage: tuple[StorageMount, ...], file: str
+    ) -> ValidationSettings:
+        v = self.data.get("validation", {})
+        thresholds: dict[str, dict[str, ThresholdOverride]] = {}
+        for pname, figures in v.get("thresholds", {}).items():
+            path: PathKey = ("validation", "thresholds", pname)
+            prof = profiles.get(pname)
+            if prof is None:
+                self.report.error(
+                    path, f"unknown profile {pname!r}", did_you_mean(pname, profiles), code="unknown-profile", key=True
+                )
+                continue
+            known = [r.figure for r in prof.reference]
+            for fig, override in figures.items():
+                if fig not in known:
+                    self.report.error(
+                        path + (fig,),
+                        f"profile {pname!r} has no reference figure {fig!r}",
+                        did_you_mean(fig, known) or f"its figures: {', '.join(known) or 'none'}",
+                        code="unknown-figure",
+                        key=True,
+                    )
+                thresholds.setdefault(pname, {})[fig] = ThresholdOverride(
+                    float(override["value"]) if "value" in override else None,
+                    float(override["tolerance"]) if "tolerance" in override else None,
+                )
+        exclusions = []
+        for i, e in enumerate(v.get("exclude", [])):
+            hosts = self.site_hosts(("validation", "exclude", i, "hosts"), e["hosts"], "")
+            exclusions.append(Exclusion(hosts=hosts, hostlist=e["hosts"], reason=e["reason"]))
+        return ValidationSettings(
+            thresholds=thresholds,
+            exclude=tuple(exclusions),
+            nccl_tests_path=posixpath.normpath(v["nccl_tests_path"]) if "nccl_tests_path" in v else None,
+            nccl_tests=tuple(v.get("nccl_tests", ["all_reduce_perf"])),
+            tools=self.validation_tools(v.get("tools", {}), profiles, storage, file),
+        )
+
+    def validation_tools(
+        self, t: dict, profiles: dict[str, Profile], storage: tuple[StorageMount, ...], file: str
+    ) -> ValidationTools:
+        path: PathKey = ("validation", "tools")
+        compute = [n for n in self.nodes if Role.COMPUTE in n.roles]
+        # A mount every compute node sees holds one install for all of them.
+        shared_mounts = mounts_shared_by(storage, [n.hostname for n in compute])
+        if "path" in t:
+            where = posixpath.normpath(t["path"])
+            if system_path(where) or where == "/home":
+                self.report.error(
+                    path + ("path",),
+                    f"installing the validation tools into {where} would mix them with the system's files",
+                    f"use a folder of their own, e.g. {VALIDATION_TOOLS_LOCAL_PATH}",
+                    code="path",
+                )
+            shared = any(under(where, m.mountpoint) for m in shared_mounts)
+            partly = [
+                m
+                for m in storage
+                if under(where, m.mountpoint) and not shared and any(n.hostname in m.clients for n in compute)
+            ]
+            if partly:
+                m = partly[0]
+                missing = [n.hostname for n in compute if n.hostname not in m.clients]
+                self.report.error(
+                    path + ("path",),
+                    f"{where} lies on storage {m.name!r}, which compute node(s) "
+                    f"{fold_hostlist(missing)} do not mount: the nodes that do would install over "
+                    "each other",
+                    f"use a path on storage every compute node mounts, or a local one "
+                    f"such as {VALIDATION_TOOLS_LOCAL_PATH}",
+                    code="path",
+                )
+        elif shared_mounts:
+            where, shared = posixpath.join(shared_mounts[0].mountpoint, VALIDATION_TOOLS_DIRNAME), True
+        else:
+            where, shared = VALIDATION_TOOLS_LOCAL_PATH, False
+        # Relative to the site file's folder, as a person reading the file would expect.
+        wheels = Path(os.path.abspath(Path(file).parent / t["wheels"])) if "wheels" in t else None
+        if wheels is not None and "index_url" in t:
+            self.report.warning(
+                path + ("index_url",),
+                "index_url is not used: pip installs from the wheel folder with --no-index",
+                "remove index_url, or wheels to install from the index",
+                code="ignored",
+            )
+        # numpy: torch needs it for Tensor.numpy(), which burnin's bit-for-bit comparison uses.
+        if "packages" in t:
+            packages = tuple(t["packages"])
+        elif any(profiles[n.profile].gpus for n in compute if n.profile in profiles):
+            packages = ("torch", "numpy", "nvidia-ml-py")
+        else:
+            packages = ("torch", "numpy")
+        return ValidationTools(
+            path=where, shared=shared, wheels=wheels, index_url=t.get("index_url"), packages=packages
+        )

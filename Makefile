@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 SITE   ?= inventory/sim/site.yaml
 WHEELS := .cache/validation-wheels
 
-.PHONY: setup sim-wheels sim-setup demo test test-fast bench clean
+.PHONY: setup sim-wheels sim-setup consumers demo test test-fast test-molecule bench clean wheel installed
 
 # Python side: a virtualenv with podctl, Ansible and the test tools.
 $(BIN)/podctl: pyproject.toml
@@ -35,6 +35,10 @@ sim-wheels: setup
 sim-setup: setup sim-wheels
 	PODCTL_PYTHON=$(BIN)/python bash .ci/sim-setup.sh
 
+# The real consumers of the rendered configuration (Slurm's daemons, promtool, amtool), for the tests.
+consumers:
+	bash .ci/consumers-setup.sh
+
 # The main job on the built-in sim site: check and plan it, bring its nodes up as
 # containers, deploy every stage onto them, then validate the pod. It ends with
 # the certification verdict and the path of the HTML report; make's exit status
@@ -47,15 +51,32 @@ demo: sim-setup
 	$(BIN)/podctl validate $(SITE)
 
 # Every test, the simulated pod's included.
-test: sim-setup
-	$(BIN)/pytest
+test: sim-setup consumers
+	$(BIN)/pytest -m 'not long' --durations=40
+
+# The Molecule scenarios of the roles make test leaves out (about 3.5 min each here).
+test-molecule: sim-setup
+	$(BIN)/pytest -m long tests/deploy/test_molecule.py
 
 # Everything that needs no containers.
-test-fast: setup
+test-fast: setup consumers
 	$(BIN)/pytest -m 'not sim'
+
+# podctl as users install it: the wheel (podctl, its Ansible collection, the validation
+# package), in a virtualenv of its own outside the checkout. .ci/run deploys and validates the
+# sim pod with it (PODCTL_TEST_PODCTL).
+INSTALLED ?= /tmp/podctl-installed
+wheel: setup
+	rm -rf dist build && $(BIN)/pip wheel -q --no-deps -w dist . && rm -rf build
+
+installed: wheel
+	rm -rf $(INSTALLED) && $(PYTHON) -m venv $(INSTALLED)
+	$(INSTALLED)/bin/pip install -q --upgrade pip
+	$(INSTALLED)/bin/pip install -q "$$(ls dist/podctl-*.whl)[deploy]"
+	$(INSTALLED)/bin/podctl --version
 
 bench: setup
 	$(BIN)/python bench/site_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis dist

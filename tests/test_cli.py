@@ -85,11 +85,18 @@ def test_schema_is_a_valid_draft_2020_12_schema_that_accepts_the_sim_site() -> N
     jsonschema.validate(yaml.safe_load(SIM_SITE.read_text()), schema, cls=jsonschema.Draft202012Validator)
 
 
-@pytest.mark.parametrize("profile,units,nodes,expect_nodes", [
-    ("dgx-a100", 7, None, 140), ("dgx-h100", 4, 127, 127), ("dgx-h200", 1, None, 32), ("dgx-h100", 42, None, 1344),
-])
-def test_init_writes_a_site_that_passes_check(tmp_path: Path, profile: str, units: int, nodes: int | None,
-                                              expect_nodes: int) -> None:
+@pytest.mark.parametrize(
+    "profile,units,nodes,expect_nodes",
+    [
+        ("dgx-a100", 7, None, 140),
+        ("dgx-h100", 4, 127, 127),
+        ("dgx-h200", 1, None, 32),
+        ("dgx-h100", 42, None, 1344),
+    ],
+)
+def test_init_writes_a_site_that_passes_check(
+    tmp_path: Path, profile: str, units: int, nodes: int | None, expect_nodes: int
+) -> None:
     out = tmp_path / "site.yaml"
     args = ["init", "--profile", profile, "--scalable-units", str(units), "-o", str(out)]
     if nodes:
@@ -116,10 +123,16 @@ def test_init_refuses_to_overwrite_and_bad_arguments(tmp_path: Path) -> None:
     assert code == 2 and "between 1 and 32" in msg
 
 
-@pytest.mark.parametrize("example,args", [
-    ("dgx-a100-superpod-140.yaml", ["--profile", "dgx-a100", "--scalable-units", "7", "--name", "superpod-a100"]),
-    ("dgx-h100-4su-127.yaml", ["--profile", "dgx-h100", "--scalable-units", "4", "--nodes", "127", "--name", "h100-pod"]),
-])
+@pytest.mark.parametrize(
+    "example,args",
+    [
+        ("dgx-a100-superpod-140.yaml", ["--profile", "dgx-a100", "--scalable-units", "7", "--name", "superpod-a100"]),
+        (
+            "dgx-h100-4su-127.yaml",
+            ["--profile", "dgx-h100", "--scalable-units", "4", "--nodes", "127", "--name", "h100-pod"],
+        ),
+    ],
+)
 def test_reference_examples_are_what_init_writes(example: str, args: list[str]) -> None:
     path = SIM_SITE.parents[1] / "examples" / example
     code, text = run("init", *args, "--schema-ref", "../../podctl/schema/site.schema.json")

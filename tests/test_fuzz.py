@@ -15,17 +15,29 @@ from podctl.site import check_site_text
 
 from .conftest import DATA, REPO
 
-SOURCES = [REPO / "inventory" / "sim" / "site.yaml", DATA / "valid-custom-profile.yaml",
-           REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"]
+SOURCES = [
+    REPO / "inventory" / "sim" / "site.yaml",
+    DATA / "valid-custom-profile.yaml",
+    REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml",
+]
 TEXTS = [p.read_text() for p in SOURCES]
 DOCS = [yaml.safe_load(t) for t in TEXTS]
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
-                    st.text(max_size=20), st.sampled_from(["", "node[01-99]", "node[", "10.0.0.1", "10.0.0.0/8",
-                                                           "999.1.1.1", "sim", "dgx-h100", "NDR", "compute", "auto"]))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                      max_leaves=10)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(
+        ["", "node[01-99]", "node[", "10.0.0.1", "10.0.0.0/8", "999.1.1.1", "sim", "dgx-h100", "NDR", "compute", "auto"]
+    ),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=10,
+)
 
 
 def _paths(doc: object, prefix: tuple = ()) -> list[tuple]:
@@ -72,9 +84,13 @@ def mutated_texts(draw: st.DrawFn) -> str:
         if op == "insert":
             text = text[:pos] + draw(st.text(max_size=5)) + text[pos:]
         elif op == "delete":
-            text = text[:pos] + text[pos + draw(st.integers(1, 30)):]
+            text = text[:pos] + text[pos + draw(st.integers(1, 30)) :]
         else:
-            text = text[:pos] + draw(st.sampled_from([":", "- ", "[", "{", "\t", "&a", "*a", "!!binary ", "<<: "])) + text[pos:]
+            text = (
+                text[:pos]
+                + draw(st.sampled_from([":", "- ", "[", "{", "\t", "&a", "*a", "!!binary ", "<<: "]))
+                + text[pos:]
+            )
     return text
 
 

@@ -54,16 +54,32 @@ def test_sim_inventory_facts() -> None:
     assert node01["ansible_host"] == "10.89.0.11"
     assert node01["podctl_ipoib_interfaces"] == [
         {"rail": 1, "interface": "ib0", "address": "172.30.0.1/24"},
-        {"rail": 2, "interface": "ib1", "address": "172.30.1.1/24"}]
+        {"rail": 2, "interface": "ib1", "address": "172.30.1.1/24"},
+    ]
     assert node01["podctl_hca_map"] == [
         {"fabric": "compute", "rail": 1, "hca": "mlx5_0", "switch": "ib-leaf-su01-r1", "port": 1},
-        {"fabric": "compute", "rail": 2, "hca": "mlx5_1", "switch": "ib-leaf-su01-r2", "port": 1}]
+        {"fabric": "compute", "rail": 2, "hca": "mlx5_1", "switch": "ib-leaf-su01-r2", "port": 1},
+    ]
     site_vars = yaml.safe_load(files["group_vars/all/podctl.yml"])
     slurm = site_vars["podctl_slurm"]
-    assert slurm["nodes"] == [{"names": "node[01-03]", "cpus": 2, "real_memory_mb": 1843, "gpus": 0}]
+    assert slurm["nodes"] == [
+        {
+            "names": "node[01-03]",
+            "cpus": 2,
+            "sockets": 1,
+            "cores_per_socket": 2,
+            "threads_per_core": 1,
+            "real_memory_mb": 1843,
+            "gpus": 0,
+        }
+    ]
     assert "SwitchName=su01 Nodes=node[01-03]" in slurm["topology_conf"]
     assert site_vars["podctl_monitoring"]["targets"]["node"] == [
-        "head01:9100", "node01:9100", "node02:9100", "node03:9100"]
+        "head01:9100",
+        "node01:9100",
+        "node02:9100",
+        "node03:9100",
+    ]
     assert site_vars["podctl_ntp_servers"] == ["10.89.0.10"]
 
 
@@ -91,7 +107,7 @@ def test_a_failed_write_leaves_the_previous_inventory(tmp_path: Path, monkeypatc
 
     def boom(*args: object, **kwargs: object) -> dict[str, str]:
         files = render(site)
-        files["host_vars/../../escape"] = None  # type: ignore[assignment]  # write_text(None) fails midway
+        files["host_vars/zz-last.yml"] = None  # type: ignore[assignment]  # writing None fails midway
         return files
 
     monkeypatch.setattr("podctl.inventory.render", boom)
@@ -112,8 +128,9 @@ def test_ansible_inventory_accepts_it(tmp_path: Path) -> None:
     for host in ("head01", "node01", "node02", "node03"):
         assert host in graph.stdout
     assert "@role_controller" in graph.stdout and "@compute" in graph.stdout
-    listed = subprocess.run([exe, "-i", str(tmp_path / "inv"), "--host", "node02"], capture_output=True, text=True,
-                            check=True)
+    listed = subprocess.run(
+        [exe, "-i", str(tmp_path / "inv"), "--host", "node02"], capture_output=True, text=True, check=True
+    )
     host = json.loads(listed.stdout)
     assert host["ansible_host"] == "10.89.0.12"
     assert host["podctl_site_name"] == "sim"  # group_vars/all reached the host
@@ -123,5 +140,10 @@ def test_ansible_inventory_accepts_it(tmp_path: Path) -> None:
 def test_validation_tools_vars() -> None:
     site_vars = yaml.safe_load(render(load_site(SIM_SITE))["group_vars/all/podctl.yml"])
     assert site_vars["podctl_validation_tools"] == {
-        "path": "/home/shared/podctl-validation", "shared": True, "index_url": None, "packages": ["torch", "numpy"],
-        "wheels": str(REPO / ".cache" / "validation-wheels"), "source": str(REPO / "validation")}
+        "path": "/home/shared/podctl-validation",
+        "shared": True,
+        "index_url": None,
+        "packages": ["torch", "numpy"],
+        "wheels": str(REPO / ".cache" / "validation-wheels"),
+        "source": str(REPO / "validation"),
+    }

@@ -31,8 +31,7 @@ def test_invalid_file_reports_exactly_the_expected_diagnostics(path: Path) -> No
     result = check_site_file(path)
     assert result.site is None
     for severity, ypath, code, text in expected:
-        matches = [d for d in result.diagnostics
-                   if d.severity.value == severity and d.path == ypath and d.code == code]
+        matches = [d for d in result.diagnostics if d.severity.value == severity and d.path == ypath and d.code == code]
         assert matches, f"no {severity} {code} at {ypath!r}; got:\n" + "\n".join(d.render() for d in result.diagnostics)
         if text:
             assert any(text in d.render() for d in matches), [d.render() for d in matches]
@@ -54,7 +53,7 @@ def test_positions_point_at_the_offending_token() -> None:
     result = check_site_file(DATA / "invalid-unknown-key.yaml")
     (diag,) = result.errors
     line = (DATA / "invalid-unknown-key.yaml").read_text().splitlines()[diag.location.line - 1]
-    assert line[diag.location.column - 1:].startswith("profle:")
+    assert line[diag.location.column - 1 :].startswith("profle:")
 
 
 def test_many_errors_are_all_reported_in_one_run() -> None:
@@ -81,18 +80,21 @@ def test_load_site_raises_with_every_error() -> None:
     assert "invalid-many-errors.yaml:" in str(info.value)
 
 
-@pytest.mark.parametrize("text,code", [
-    ("", "empty"),
-    ("# only a comment\n", "empty"),
-    ("- a\n- b\n", "type"),
-    ("just a string", "type"),
-    ("Null", "type"),
-    ("~\n", "type"),
-    ("apiVersion: podctl/v1alpha1\nkind: Site\nmetadata: {name: x}\nnodes: [\n", "yaml-syntax"),
-    ("kind: Site\n", "api-version"),
-    ("{a: 1, a: 2}", "duplicate-key"),
-    ("\x00\x01binary", "yaml-syntax"),
-])
+@pytest.mark.parametrize(
+    "text,code",
+    [
+        ("", "empty"),
+        ("# only a comment\n", "empty"),
+        ("- a\n- b\n", "type"),
+        ("just a string", "type"),
+        ("Null", "type"),
+        ("~\n", "type"),
+        ("apiVersion: podctl/v1alpha1\nkind: Site\nmetadata: {name: x}\nnodes: [\n", "yaml-syntax"),
+        ("kind: Site\n", "api-version"),
+        ("{a: 1, a: 2}", "duplicate-key"),
+        ("\x00\x01binary", "yaml-syntax"),
+    ],
+)
 def test_broken_documents_become_diagnostics(text: str, code: str) -> None:
     result = check_site_text(text, "t.yaml")
     assert result.site is None
@@ -109,7 +111,8 @@ def test_binary_file_is_an_encoding_error(tmp_path: Path) -> None:
 def test_yaml_anchors_and_merge_keys_are_understood(tmp_path: Path) -> None:
     text = SIM_SITE.read_text().replace(
         "  - group: compute\n    hosts: node[01-03]\n    profile: sim\n    roles: [compute, storage-client]\n",
-        "  - &c\n    group: compute\n    hosts: node[01-03]\n    profile: sim\n    roles: [compute, storage-client]\n")
+        "  - &c\n    group: compute\n    hosts: node[01-03]\n    profile: sim\n    roles: [compute, storage-client]\n",
+    )
     result = check_site_text(text, "anchors.yaml")
     assert not result.errors, [d.render() for d in result.errors]
 
@@ -138,28 +141,40 @@ def test_validation_tools_defaults(tmp_path: Path) -> None:
     assert sim.wheels == REPO / ".cache" / "validation-wheels"
     assert validation_python(load_site(SIM_SITE)) == "/home/shared/podctl-validation/venv/bin/python"
     gpu = load_site(DATA / "valid-custom-profile.yaml").validation.tools
-    assert (gpu.path, gpu.shared, gpu.packages) == ("/lustre/scratch/podctl-validation", True, ("torch", "numpy", "nvidia-ml-py"))
+    assert (gpu.path, gpu.shared, gpu.packages) == (
+        "/lustre/scratch/podctl-validation",
+        True,
+        ("torch", "numpy", "nvidia-ml-py"),
+    )
     assert gpu.wheels is None and gpu.index_url is None
     # Storage only some compute nodes mount is not shared: each node installs on its own disk.
-    local = _tools_site(tmp_path, "", ("    options: [rw, hard, vers=4.2]\n",
-                                       "    options: [rw, hard, vers=4.2]\n    clients: head01,node[01-02]\n"))
+    local = _tools_site(
+        tmp_path,
+        "",
+        ("    options: [rw, hard, vers=4.2]\n", "    options: [rw, hard, vers=4.2]\n    clients: head01,node[01-02]\n"),
+    )
     assert (local.validation.tools.path, local.validation.tools.shared) == ("/opt/podctl-validation", False)
 
 
 def test_validation_tools_explicit(tmp_path: Path) -> None:
-    site = _tools_site(tmp_path, "  tools:\n    path: /scratch/tools/\n    wheels: ../wheels\n"
-                                 "    packages: [torch==2.13.0]\n")
+    site = _tools_site(
+        tmp_path, "  tools:\n    path: /scratch/tools/\n    wheels: ../wheels\n    packages: [torch==2.13.0]\n"
+    )
     tools = site.validation.tools
     assert (tools.path, tools.shared, tools.packages) == ("/scratch/tools", True, ("torch==2.13.0",))
     assert tools.wheels == tmp_path / "wheels"  # relative to the site file's folder
     assert tools.python == "/scratch/tools/venv/bin/python"
-    local = _tools_site(tmp_path, "  tools:\n    path: /opt/x\n    index_url: https://pypi.example/simple\n").validation.tools
+    local = _tools_site(
+        tmp_path, "  tools:\n    path: /opt/x\n    index_url: https://pypi.example/simple\n"
+    ).validation.tools
     assert (local.shared, local.index_url, local.wheels) == (False, "https://pypi.example/simple", None)
 
 
 def test_validation_tools_index_url_beside_wheels_is_a_warning(tmp_path: Path) -> None:
-    text = SIM_SITE.read_text().replace("    wheels: ../../.cache/validation-wheels\n",
-                                        "    wheels: ../../.cache/validation-wheels\n    index_url: https://x/simple\n")
+    text = SIM_SITE.read_text().replace(
+        "    wheels: ../../.cache/validation-wheels\n",
+        "    wheels: ../../.cache/validation-wheels\n    index_url: https://x/simple\n",
+    )
     result = check_site_text(text, "t.yaml")
     assert not result.errors
     assert [(d.path, d.code) for d in result.warnings] == [("validation.tools.index_url", "ignored")]

@@ -68,8 +68,15 @@ def hdr(nodes: int, tiers: int | None = None) -> Fabric:
 
 def sim(tiers: int | None = None) -> Fabric:
     return make_fabric(
-        3, su_size=4, radix=8, rails=2, rate="HDR", model="sim-switch-8",
-        prefix="sim", host="node{:02d}", tiers=tiers,
+        3,
+        su_size=4,
+        radix=8,
+        rails=2,
+        rate="HDR",
+        model="sim-switch-8",
+        prefix="sim",
+        host="node{:02d}",
+        tiers=tiers,
     )
 
 
@@ -196,14 +203,16 @@ def assert_invariants(fabric: Fabric, plan: FabricPlan) -> None:
         (127, 32, 16, 1016, 1024),
     ],
 )
-def test_h100_reference_architecture(
-    nodes: int, leaf: int, spine: int, node_leaf: int, leaf_spine: int
-) -> None:
+def test_h100_reference_architecture(nodes: int, leaf: int, spine: int, node_leaf: int, leaf_spine: int) -> None:
     plan = plan_fabric(ndr(nodes))
     assert plan.tiers == 2
     assert flat_counts(plan) == {
-        "leaf": leaf, "spine": spine, "core": 0,
-        "node-leaf": node_leaf, "leaf-spine": leaf_spine, "spine-core": 0,
+        "leaf": leaf,
+        "spine": spine,
+        "core": 0,
+        "node-leaf": node_leaf,
+        "leaf-spine": leaf_spine,
+        "spine-core": 0,
     }
 
 
@@ -219,14 +228,15 @@ def test_h100_reference_architecture(
         (64, 3, 512, 512, 256, 16384),
     ],
 )
-def test_b200_reference_architecture(
-    sus: int, tiers: int, leaf: int, spine: int, core: int, per_tier: int
-) -> None:
+def test_b200_reference_architecture(sus: int, tiers: int, leaf: int, spine: int, core: int, per_tier: int) -> None:
     plan = plan_fabric(ndr(sus * 32))
     assert plan.tiers == tiers
     assert flat_counts(plan) == {
-        "leaf": leaf, "spine": spine, "core": core,
-        "node-leaf": per_tier, "leaf-spine": per_tier,
+        "leaf": leaf,
+        "spine": spine,
+        "core": core,
+        "node-leaf": per_tier,
+        "leaf-spine": per_tier,
         "spine-core": per_tier if tiers == 3 else 0,
     }
 
@@ -278,8 +288,12 @@ def test_dgx_a100_superpod() -> None:
     plan = plan_fabric(hdr(140))
     assert plan.tiers == 3
     assert flat_counts(plan) == {
-        "leaf": 56, "spine": 80, "core": 28,
-        "node-leaf": 1120, "leaf-spine": 1120, "spine-core": 1120,
+        "leaf": 56,
+        "spine": 80,
+        "core": 28,
+        "node-leaf": 1120,
+        "leaf-spine": 1120,
+        "spine-core": 1120,
     }
     spines = plan.switches_in("spine")
     cores = plan.switches_in("core")
@@ -287,16 +301,12 @@ def test_dgx_a100_superpod() -> None:
     assert {s.plane: s.group for s in spines} == {j: 1 if j <= 5 else 2 for j in range(1, 11)}
     assert Counter(c.group for c in cores) == {1: 14, 2: 14}
     assert all(c.plane is None for c in cores)
-    assert [c.name for c in cores] == [
-        f"ib-core-g{g:02d}-{k:02d}" for g in (1, 2) for k in range(1, 15)
-    ]
+    assert [c.name for c in cores] == [f"ib-core-g{g:02d}-{k:02d}" for g in (1, 2) for k in range(1, 15)]
     spine_group = {s.name: s.group for s in spines}
     feeders: dict[str, Counter[int]] = defaultdict(Counter)
     for cable in plan.cables_in("spine-core"):
         feeders[cable.upper.device][spine_group[cable.lower.device]] += 1
-    assert {c.name: feeders[c.name] for c in cores} == {
-        c.name: Counter({c.group: 40}) for c in cores
-    }
+    assert {c.name: feeders[c.name] for c in cores} == {c.name: Counter({c.group: 40}) for c in cores}
     core_ports = Counter(c.upper for c in plan.cables_in("spine-core"))
     assert set(core_ports) == {Port(c.name, q) for c in cores for q in range(1, 41)}
     assert_invariants(hdr(140), plan)
@@ -328,13 +338,15 @@ def test_eos_scale() -> None:
     plan = plan_fabric(fabric)
     assert plan.tiers == 3
     assert flat_counts(plan) == {
-        "leaf": 336, "spine": 384, "core": 176,
-        "node-leaf": 10752, "leaf-spine": 10752, "spine-core": 10752,
+        "leaf": 336,
+        "spine": 384,
+        "core": 176,
+        "node-leaf": 10752,
+        "leaf-spine": 10752,
+        "spine-core": 10752,
     }
     spines = plan.switches_in("spine")
-    assert Counter((s.rail, s.block) for s in spines) == {
-        (r, b): n for r in range(1, 9) for b, n in ((1, 32), (2, 16))
-    }
+    assert Counter((s.rail, s.block) for s in spines) == {(r, b): n for r in range(1, 9) for b, n in ((1, 32), (2, 16))}
     cores_per_plane = Counter(c.plane for c in plan.switches_in("core"))
     assert cores_per_plane == {j: 7 if j <= 16 else 4 for j in range(1, 33)}
     assert all(s.group == s.plane for s in plan.switches_in("spine") + plan.switches_in("core"))
@@ -353,7 +365,12 @@ def test_sim_fabric() -> None:
     assert plan.scalable_units == (("node01", "node02", "node03"),)
     assert [s.name for s in plan.switches] == ["sim-leaf-su01-r1", "sim-leaf-su01-r2", "sim-spine-01"]
     assert flat_counts(plan) == {
-        "leaf": 2, "spine": 1, "core": 0, "node-leaf": 6, "leaf-spine": 8, "spine-core": 0,
+        "leaf": 2,
+        "spine": 1,
+        "core": 0,
+        "node-leaf": 6,
+        "leaf-spine": 8,
+        "spine-core": 0,
     }
     assert plan.leaf_port("node03", 2) == Port("sim-leaf-su01-r2", 3)
     assert plan.su_of("node02") == 1
@@ -374,10 +391,16 @@ def test_sim_fabric_forced_to_three_tiers() -> None:
     # the lone plane a group of u = 4 cores with 2 links each, more cores than
     # the per-plane rule's 1, so the per-plane rule stays.
     assert flat_counts(plan) == {
-        "leaf": 2, "spine": 2, "core": 1, "node-leaf": 6, "leaf-spine": 8, "spine-core": 8,
+        "leaf": 2,
+        "spine": 2,
+        "core": 1,
+        "node-leaf": 6,
+        "leaf-spine": 8,
+        "spine-core": 8,
     }
     assert [s.name for s in plan.switches_in("spine")] == [
-        "sim-spine-r1-b1-01", "sim-spine-r2-b1-01",
+        "sim-spine-r1-b1-01",
+        "sim-spine-r2-b1-01",
     ]
     assert [s.name for s in plan.switches_in("core")] == ["sim-core-01-01"]
     assert_invariants(sim(tiers=3), plan)
@@ -440,8 +463,12 @@ def test_three_tier_limits() -> None:
     # rails on 64 ports, 2000 on 40 ports. One more SU does not fit.
     largest = plan_fabric(ndr(256 * 32))
     assert flat_counts(largest) == {
-        "leaf": 2048, "spine": 2048, "core": 1024,
-        "node-leaf": 65536, "leaf-spine": 65536, "spine-core": 65536,
+        "leaf": 2048,
+        "spine": 2048,
+        "core": 1024,
+        "node-leaf": 65536,
+        "leaf-spine": 65536,
+        "spine-core": 65536,
     }
     with pytest.raises(TopologyError, match=r"holds 8192 nodes"):
         plan_fabric(ndr(256 * 32 + 1))
@@ -479,9 +506,7 @@ def test_short_last_core_group_keeps_one_link_per_core() -> None:
     assert Counter(c.group for c in cores) == {1: 3, 2: 3, 3: 3}
     assert {s.plane: s.group for s in plan.switches_in("spine")} == {1: 1, 2: 1, 3: 2, 4: 2, 5: 3}
     load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
-    assert {c.name: load[c.name] for c in cores} == {
-        c.name: 8 if c.group < 3 else 4 for c in cores
-    }
+    assert {c.name: load[c.name] for c in cores} == {c.name: 8 if c.group < 3 else 4 for c in cores}
     assert plan.counts()["cables"]["spine-core"] == 20 * 3
     assert_invariants(fabric, plan)
 

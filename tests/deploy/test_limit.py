@@ -10,12 +10,15 @@ pytestmark = pytest.mark.deploy
 HOSTS = ["head01", "node01", "node02", "node03"]
 
 
-@pytest.mark.parametrize(("hostlist", "expected"), [
-    ("node[01-03]", ["node01", "node02", "node03"]),
-    ("node[02-03],head01", ["head01", "node02", "node03"]),  # the site's order
-    ("node01,node01", ["node01"]),
-    ("head01", ["head01"]),
-])
+@pytest.mark.parametrize(
+    ("hostlist", "expected"),
+    [
+        ("node[01-03]", ["node01", "node02", "node03"]),
+        ("node[02-03],head01", ["head01", "node02", "node03"]),  # the site's order
+        ("node01,node01", ["node01"]),
+        ("head01", ["head01"]),
+    ],
+)
 def test_expand_limit(hostlist: str, expected: list[str]) -> None:
     assert expand_limit(hostlist, HOSTS) == expected
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from podctl.assets import collection_dir, collections_path
 
 pytestmark = [pytest.mark.deploy, pytest.mark.ansible]
 
@@ -29,9 +32,18 @@ def test_yamllint() -> None:
 
 @pytest.mark.parametrize("role", ["os", "fabric", "storage", "validation_tools"])
 def test_ansible_lint_production(role: str) -> None:
-    # Role names cannot hold dashes; the stage's playbook is named after the stage.
-    targets = [f"playbooks/{role.replace('_', '-')}.yml", f"playbooks/roles/{role}"]
-    proc = subprocess.run([_tool("ansible-lint"), "--nocolor", "--offline", *targets], cwd=REPO,
-                          capture_output=True, text=True, check=False, timeout=600)
+    collection = collection_dir().relative_to(REPO)
+    targets = [f"{collection}/playbooks/{role}.yml", f"{collection}/roles/{role}"]
+    # The stage playbooks name their roles podctl.pod.<role>: Ansible finds the collection where podctl does.
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections_path())}
+    proc = subprocess.run(
+        [_tool("ansible-lint"), "--nocolor", "--offline", *targets],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr

@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podctl.assets import roles_dir
+
 pytestmark = pytest.mark.deploy
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "playbooks" / "roles" / "monitoring"
+ROLE = roles_dir() / "monitoring"
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
 PODCTL = str(Path(sys.executable).parent / "podctl")
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
@@ -61,10 +63,20 @@ def run_local(tmp_path: Path, play: dict, extra: dict, *args: str) -> subprocess
     playbook.write_text(yaml.safe_dump([{"hosts": "head01", "connection": "local", "gather_facts": False, **play}]))
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps(extra))
-    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-           "ANSIBLE_ROLES_PATH": str(ROLE.parent), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"}
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), "-e", f"@{extra_file}", *args, str(playbook)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "ANSIBLE_ROLES_PATH": str(ROLE.parent),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+    }
+    proc = subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", str(inventory), "-e", f"@{extra_file}", *args, str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -72,16 +84,25 @@ def run_local(tmp_path: Path, play: dict, extra: dict, *args: str) -> subprocess
 def render(tmp_path: Path, extra: dict) -> dict[str, str]:
     out = tmp_path / "out"
     out.mkdir()
-    run_local(tmp_path, {
-        "name": "Render",
-        "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
-        "tasks": [{
+    run_local(
+        tmp_path,
+        {
             "name": "Render",
-            "ansible.builtin.template": {"src": f"{ROLE}/templates/{{{{ item.value }}}}",
-                                         "dest": f"{out}/{{{{ item.key }}}}", "mode": "0644"},
-            "loop": "{{ lookup('ansible.builtin.dict', templates) }}",
-        }],
-    }, {"templates": TEMPLATES, **extra})
+            "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+            "tasks": [
+                {
+                    "name": "Render",
+                    "ansible.builtin.template": {
+                        "src": f"{ROLE}/templates/{{{{ item.value }}}}",
+                        "dest": f"{out}/{{{{ item.key }}}}",
+                        "mode": "0644",
+                    },
+                    "loop": "{{ lookup('ansible.builtin.dict', templates) }}",
+                }
+            ],
+        },
+        {"templates": TEMPLATES, **extra},
+    )
     return {name: (out / name).read_text() for name in TEMPLATES}
 
 
@@ -113,8 +134,13 @@ def test_dcgm_without_gpus_is_one_hardware_gate(tmp_path: Path) -> None:
     site_vars = yaml.safe_load((inventory / "group_vars" / "all" / "podctl.yml").read_text())
     site_vars["podctl_monitoring"]["exporters"].append("dcgm")
     site_vars["podctl_monitoring"]["targets"]["dcgm"] = []
-    proc = run_local(tmp_path, {"name": "DCGM step", "roles": [{"role": "monitoring"}]},
-                     {"podctl_monitoring": site_vars["podctl_monitoring"]}, "--tags", "monitoring_dcgm")
+    proc = run_local(
+        tmp_path,
+        {"name": "DCGM step", "roles": [{"role": "monitoring"}]},
+        {"podctl_monitoring": site_vars["podctl_monitoring"]},
+        "--tags",
+        "monitoring_dcgm",
+    )
     assert "TASK [monitoring : Hardware gate | DCGM exporter]" in proc.stdout
     assert '"msg": "skipped: no GPU"' in proc.stdout
     assert "DCGM | packages" not in proc.stdout

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
+from podctl.assets import roles_dir
+
 pytestmark = pytest.mark.deploy
 
-ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
+ROLES = roles_dir()
 MINE = ["os", "fabric", "storage", "validation_tools"]
 # validation_tools installs files and starts nothing: its last step checks them, and it has no handlers.
 STEPS = {"validation_tools": ["Preflight", "Install", "Configure", "Verify"]}

@@ -4,15 +4,20 @@ from pathlib import Path
 
 import pytest
 
-from podctl.deploy.settings import DEFAULT_FORKS, MAX_FORKS, ansible_settings
+from podctl.ansible import DEFAULT_FORKS, MAX_FORKS, ansible_settings
 
 pytestmark = pytest.mark.deploy
 
 
 def _settings(hosts: int, fast: bool, host_key_checking: bool = True):
-    return ansible_settings(hosts=hosts, fast=fast, fact_cache_dir=Path("/r/cache/pod/facts"),
-                            roles_path=Path("/p/roles"), private_key=Path("/k/id"),
-                            host_key_checking=host_key_checking)
+    return ansible_settings(
+        hosts=hosts,
+        fast=fast,
+        fact_cache_dir=Path("/r/cache/pod/facts"),
+        roles_path=Path("/p/roles"),
+        private_key=Path("/k/id"),
+        host_key_checking=host_key_checking,
+    )
 
 
 @pytest.mark.parametrize(("hosts", "forks"), [(1, 1), (4, 4), (140, 140), (5000, MAX_FORKS)])

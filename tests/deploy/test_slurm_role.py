@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from podctl.assets import roles_dir
+
 pytestmark = pytest.mark.deploy
 
 REPO = Path(__file__).resolve().parents[2]
 # The console script next to this interpreter (podctl has no __main__).
 PODCTL = str(Path(sys.executable).parent / "podctl")
-ROLE = REPO / "playbooks" / "roles" / "slurm"
+ROLE = roles_dir() / "slurm"
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
 TEMPLATES = ["slurm.conf", "gres.conf", "cgroup.conf", "topology.conf"]
 
@@ -35,15 +37,31 @@ def test_defaults_match_argument_specs() -> None:
 
 
 def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
-    handlers = {h["listen"]: h for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())}
-    assert handlers["podctl_slurm | slurm.conf changed"]["ansible.builtin.command"]["argv"] == ["scontrol", "reconfigure"]
-    assert handlers["podctl_slurm | slurmdbd.conf changed"]["ansible.builtin.systemd_service"]["name"] == "slurmdbd"
+    handlers = {
+        topic: h
+        for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
+        for topic in ([h["listen"]] if isinstance(h["listen"], str) else h["listen"])
+    }
+    assert handlers["podctl_slurm | slurm.conf changed"]["ansible.builtin.command"]["argv"] == [
+        "scontrol",
+        "reconfigure",
+    ]
+    # slurmdbd restarts in place when its file changes, before slurmctld starts (accounting.yml).
+    assert "podctl_slurm | slurmdbd.conf changed" not in handlers
+    dbd = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "accounting.yml").read_text())}
+    service = dbd["Accounting | slurmdbd is enabled and running on its current configuration"]
+    assert "restarted" in service["ansible.builtin.systemd_service"]["state"]
     assert handlers["podctl_slurm | munge key changed"]["ansible.builtin.systemd_service"]["name"] == "munge"
     assert handlers["podctl_slurm | slurmd config changed"]["ansible.builtin.systemd_service"]["name"] == "slurmd"
 
 
 def test_every_task_touching_a_secret_is_no_log() -> None:
-    markers = ["__podctl_slurm_munge_slurp", "__podctl_slurm_db_password", "ansible.builtin.password", "slurmdbd.conf.j2"]
+    markers = [
+        "__podctl_slurm_munge_slurp",
+        "__podctl_slurm_db_password",
+        "ansible.builtin.password",
+        "slurmdbd.conf.j2",
+    ]
     touching = []
     for name in ("munge.yml", "accounting.yml"):
         for task in yaml.safe_load((ROLE / "tasks" / name).read_text()):
@@ -57,31 +75,46 @@ def test_every_task_touching_a_secret_is_no_log() -> None:
 def render(tmp_path: Path, overrides: dict) -> dict[str, str]:
     """Render the role's templates with the sim inventory's facts plus `overrides`."""
     inventory = tmp_path / "inventory"
-    subprocess.run([PODCTL, "inventory", str(SIM_SITE), "-o", str(inventory)],
-                   check=True, capture_output=True)
+    subprocess.run([PODCTL, "inventory", str(SIM_SITE), "-o", str(inventory)], check=True, capture_output=True)
     out = tmp_path / "out"
     out.mkdir()
     playbook = tmp_path / "render.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "name": "Render",
-        "hosts": "node01",
-        "connection": "local",
-        "gather_facts": False,
-        "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
-        "tasks": [{
-            "name": "Render",
-            "ansible.builtin.template": {"src": str(ROLE / "templates" / f"{{{{ item }}}}.j2"),
-                                         "dest": f"{out}/{{{{ item }}}}", "mode": "0644"},
-            "loop": TEMPLATES,
-        }],
-    }]))
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Render",
+                    "hosts": "node01",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+                    "tasks": [
+                        {
+                            "name": "Render",
+                            "ansible.builtin.template": {
+                                "src": str(ROLE / "templates" / "{{ item }}.j2"),
+                                "dest": f"{out}/{{{{ item }}}}",
+                                "mode": "0644",
+                            },
+                            "loop": TEMPLATES,
+                        }
+                    ],
+                }
+            ]
+        )
+    )
     # Extra vars: the role's defaults are loaded as vars_files here, which
     # would outrank play vars.
     extra = tmp_path / "overrides.json"
     extra.write_text(json.dumps(overrides))
     env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra}", str(playbook)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra}", str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {name: (out / name).read_text() for name in TEMPLATES}
 
@@ -95,7 +128,10 @@ def test_sim_renders_linuxproc_no_gres_and_the_site_topology(tmp_path: Path) -> 
     assert "TopologyPlugin=topology/tree" in conf
     assert "SelectType=select/cons_tres" in conf
     assert not any(line.startswith("GresTypes") for line in conf)
-    assert "NodeName=node[01-03] CPUs=2 RealMemory=1843 State=UNKNOWN" in conf
+    assert (
+        "NodeName=node[01-03] CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1843 State=UNKNOWN" in conf
+    )
+    assert "CredType=cred/munge" in conf and "CryptoType" not in " ".join(conf)
     assert "PartitionName=batch Nodes=node[01-03] Default=YES MaxTime=02:00:00 State=UP" in conf
     assert "AccountingStorageType=accounting_storage/slurmdbd" in conf
     assert "SwitchName=su01 Nodes=node[01-03]" in files["topology.conf"]
@@ -104,12 +140,25 @@ def test_sim_renders_linuxproc_no_gres_and_the_site_topology(tmp_path: Path) -> 
 
 @pytest.mark.ansible
 def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None:
-    gpu_nodes = [{"names": "dgx[001-004]", "cpus": 112, "real_memory_mb": 2000000, "gpus": 8}]
+    gpu_nodes = [
+        {
+            "names": "dgx[001-004]",
+            "cpus": 112,
+            "sockets": 2,
+            "cores_per_socket": 28,
+            "threads_per_core": 2,
+            "real_memory_mb": 2000000,
+            "gpus": 8,
+        }
+    ]
     files = render(tmp_path, {"podctl_emulated": False, "podctl_slurm_nodes": gpu_nodes})
     conf = files["slurm.conf"].splitlines()
     assert "ProctrackType=proctrack/cgroup" in conf
     assert "TaskPlugin=task/cgroup,task/affinity" in conf
     assert "GresTypes=gpu" in conf
-    assert "NodeName=dgx[001-004] CPUs=112 RealMemory=2000000 Gres=gpu:8 State=UNKNOWN" in conf
+    assert (
+        "NodeName=dgx[001-004] CPUs=112 Sockets=2 CoresPerSocket=28 ThreadsPerCore=2 RealMemory=2000000 Gres=gpu:8 "
+        "State=UNKNOWN" in conf
+    )
     assert "NodeName=dgx[001-004] Name=gpu File=/dev/nvidia[0-7]" in files["gres.conf"]
     assert "ConstrainDevices=yes" in files["cgroup.conf"]

@@ -5,8 +5,14 @@ from pathlib import Path
 import pytest
 
 from podctl.deploy.errors import DeployError
-from podctl.deploy.stages import (STAGES, check_validation_tools, select_stages, stage_of_task_path,
-                                  stage_playbooks, wrapper_playbook)
+from podctl.deploy.stages import (
+    STAGES,
+    check_validation_tools,
+    select_stages,
+    stage_of_task_path,
+    stage_playbooks,
+    wrapper_playbook,
+)
 from podctl.model import Site
 from podctl.site import load_site
 
@@ -15,26 +21,32 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.deploy
 
 
-@pytest.mark.parametrize(("only", "skip", "expected"), [
-    (None, None, list(STAGES)),
-    ("os", None, ["os"]),
-    ("storage,os", None, ["os", "storage"]),  # site.yml's order, not the order given
-    (" fabric , os ", None, ["os", "fabric"]),
-    (None, "slurm,monitoring,validation-tools", ["os", "fabric", "storage"]),
-    (None, "os", ["fabric", "storage", "slurm", "monitoring", "validation-tools"]),
-    ("validation-tools,os", None, ["os", "validation-tools"]),
-])
+@pytest.mark.parametrize(
+    ("only", "skip", "expected"),
+    [
+        (None, None, list(STAGES)),
+        ("os", None, ["os"]),
+        ("storage,os", None, ["os", "storage"]),  # site.yml's order, not the order given
+        (" fabric , os ", None, ["os", "fabric"]),
+        (None, "slurm,monitoring,validation-tools", ["os", "fabric", "storage"]),
+        (None, "os", ["fabric", "storage", "slurm", "monitoring", "validation-tools"]),
+        ("validation-tools,os", None, ["os", "validation-tools"]),
+    ],
+)
 def test_select_stages(only: str | None, skip: str | None, expected: list[str]) -> None:
     assert select_stages(only, skip) == expected
 
 
-@pytest.mark.parametrize(("only", "skip", "message"), [
-    ("os,slrum", None, "--only: unknown stage 'slrum' (did you mean 'slurm'?)"),
-    (None, "nothing", "--skip: unknown stage 'nothing'"),
-    ("os", "fabric", "give one of them, not both"),
-    (",", None, "--only: empty stage list"),
-    (None, ",".join(STAGES), "no stage left to run"),
-])
+@pytest.mark.parametrize(
+    ("only", "skip", "message"),
+    [
+        ("os,slrum", None, "--only: unknown stage 'slrum' (did you mean 'slurm'?)"),
+        (None, "nothing", "--skip: unknown stage 'nothing'"),
+        ("os", "fabric", "give one of them, not both"),
+        (",", None, "--only: empty stage list"),
+        (None, ",".join(STAGES), "no stage left to run"),
+    ],
+)
 def test_select_stages_errors(only: str | None, skip: str | None, message: str) -> None:
     with pytest.raises(DeployError, match=None) as info:
         select_stages(only, skip)
@@ -56,17 +68,20 @@ def test_wrapper_imports_stages_in_order(tmp_path: Path) -> None:
     assert imports == [str((tmp_path / "os.yml").resolve()), str((tmp_path / "storage.yml").resolve())]
 
 
-@pytest.mark.parametrize(("task_path", "stage"), [
-    ("/work/main/playbooks/roles/os/tasks/configure.yml:12", "os"),
-    ("/x/playbooks/roles/fabric/handlers/main.yml:3", "fabric"),
-    ("/x/playbooks/storage.yml:2", "storage"),
-    ("/x/playbooks/roles/validation_tools/tasks/install.yml:9", "validation-tools"),
-    ("/x/playbooks/validation-tools.yml:2", "validation-tools"),
-    ("/x/playbooks/roles/other/tasks/main.yml:2", None),
-    ("/usr/lib/python3/site-packages/ansible/whatever.py:1", None),
-    ("", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("task_path", "stage"),
+    [
+        ("/work/main/playbooks/roles/os/tasks/configure.yml:12", "os"),
+        ("/x/playbooks/roles/fabric/handlers/main.yml:3", "fabric"),
+        ("/x/playbooks/storage.yml:2", "storage"),
+        ("/x/playbooks/roles/validation_tools/tasks/install.yml:9", "validation-tools"),
+        ("/x/playbooks/validation-tools.yml:2", "validation-tools"),
+        ("/x/playbooks/roles/other/tasks/main.yml:2", None),
+        ("/usr/lib/python3/site-packages/ansible/whatever.py:1", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_stage_of_task_path(task_path: str | None, stage: str | None) -> None:
     assert stage_of_task_path(task_path) == stage
 

@@ -42,7 +42,9 @@ def test_slow_leaf_spine_cable_is_named_with_both_ends(h100_127):
     cable = plan.cables_in("leaf-spine")[300]
     _, diagnosis = run(h100_127, [Fault("slow-link", cable=cable)])
     assert diagnosis.bad_cables == (cable,)
-    assert diagnosis.bad_links == ((f"{cable.lower.device}[{cable.lower.port}]", f"{cable.upper.device}[{cable.upper.port}]"),)
+    assert diagnosis.bad_links == (
+        (f"{cable.lower.device}[{cable.lower.port}]", f"{cable.upper.device}[{cable.upper.port}]"),
+    )
     assert diagnosis.bad_nodes == ()
 
 
@@ -127,9 +129,9 @@ def test_evidence_that_forces_no_one_accuses_no_one(h100_127):
 def test_tiny_pods_without_a_known_good_partner_still_name_the_slow_node(nodes, bad):
     """A one-SU pod of 3 (the sim's) splits into a single and a pair: no half
     passes, so suspects are paired with each other until one pair clears."""
-    from tests.localize.conftest import small_fabric
-    from podctl.topology import plan_fabric
     from podctl.localize.routing import Router
+    from podctl.topology import plan_fabric
+    from tests.localize.conftest import small_fabric
 
     fabric = small_fabric(nodes)
     plan = plan_fabric(fabric)
@@ -162,9 +164,9 @@ def test_hcas_are_named_as_the_profile_names_them(h100_127):
 
 
 def test_when_every_node_is_slow_the_fallback_gives_up_in_about_log2_n_rounds():
-    from tests.localize.conftest import small_fabric
-    from podctl.topology import plan_fabric
     from podctl.localize.routing import Router
+    from podctl.topology import plan_fabric
+    from tests.localize.conftest import small_fabric
 
     fabric = small_fabric(32)
     plan = plan_fabric(fabric)
@@ -172,3 +174,42 @@ def test_when_every_node_is_slow_the_fallback_gives_up_in_about_log2_n_rounds():
     _, diagnosis = run(setup, [Fault("slow-node", node=h) for h in fabric.nodes])
     assert not diagnosis.healthy and diagnosis.bad_nodes == ()
     assert diagnosis.rounds_used <= 1 + 2 * (math.ceil(math.log2(32)) + 2)
+
+
+def run_with_counters(setup, faults):
+    fabric, plan, router = setup
+    sim = SimulatedFabric(plan, faults, fabric.rate, router)
+    return sim, localize(plan, sim, 0.9 * sim.rate_gbps, router, port_evidence=sim.port_evidence())
+
+
+def test_a_cable_no_route_crosses_is_named_on_its_port_counters(a100_140):
+    fabric, plan, router = a100_140
+    used = {i for r in range(1, fabric.rails + 1) for i in router.users(r)}
+    unused = next(c for i, c in enumerate(plan.cables) if c.tier != "node-leaf" and i not in used)
+    sim, diagnosis = run_with_counters(a100_140, [Fault("dead-port", cable=unused)])
+    assert diagnosis.bad_cables == (unused,) and diagnosis.bad_nodes == () and sim.rounds == 1
+    assert diagnosis.counter_evidence == (
+        (f"{unused.lower.device}[{unused.lower.port}]", f"{unused.upper.device}[{unused.upper.port}]",
+         "port state Down (physical: Polling)"),
+    )  # fmt: skip
+
+
+def test_counters_explain_their_cable_and_traffic_still_finds_the_slow_node(h100_127):
+    fabric, plan, router = h100_127
+    cable = plan.cables_in("leaf-spine")[300]
+    _, diagnosis = run_with_counters(h100_127, [Fault("slow-link", cable=cable), Fault("slow-node", node="dgx070")])
+    assert diagnosis.bad_nodes == ("dgx070",) and diagnosis.bad_cables == (cable,)
+    assert diagnosis.suspects == () and diagnosis.unexplained == 0
+
+
+@pytest.mark.parametrize("setup,k", [("h100_127", 2), ("three_tier", 4), ("a100_140", 3)])
+def test_with_counters_every_fault_is_named_and_nothing_else(setup, k, request):
+    fabric, plan, router = request.getfixturevalue(setup)
+    rng = random.Random(f"counters-{setup}-{k}")
+    bound = k * math.ceil(math.log2(len(router.hosts))) + 2
+    for _ in range(20):
+        faults = random_faults(plan, k, rng)
+        _, diagnosis = run_with_counters((fabric, plan, router), faults)
+        assert set(diagnosis.bad_nodes) == {f.node for f in faults if f.node}, faults
+        assert set(diagnosis.bad_cables) == {f.cable for f in faults if f.cable}, faults
+        assert diagnosis.rounds_used - 1 <= bound and diagnosis.unexplained == 0

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from podctl import state
 from podctl.model import Site
-from podctl.sim import pod, state
+from podctl.sim import pod
 from podctl.sim.errors import SimError
 from podctl.sim.health import ssh_base
 from podctl.sim.podman import Podman, network_name, pod_filter
@@ -46,11 +47,15 @@ class SimPod:
     def address(self, host: str) -> str:
         return str(self.site.node(host).address)
 
-    def ssh(self, host: str, command: str, *, check: bool = True, timeout: float = 60,
-            stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    def ssh(
+        self, host: str, command: str, *, check: bool = True, timeout: float = 60, stdin: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run(
             [*ssh_base(self.key, connect_timeout=3), f"root@{self.address(host)}", command],
-            input=stdin, capture_output=True, timeout=timeout, check=False,
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"ssh {host} {command!r} failed ({proc.returncode}): {proc.stderr.decode()}")
@@ -70,7 +75,7 @@ def sim_podman() -> Podman:
     return Podman(tools.podman, tools.runc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sim_pod(sim_podman: Podman) -> SimPod:
     from podctl.site import load_site
 

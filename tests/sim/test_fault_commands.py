@@ -25,7 +25,9 @@ def test_parse_rate(text, bits):
     assert fault.parse_rate(text) == bits
 
 
-@pytest.mark.parametrize(("text", "needle"), [("fast", "not a rate"), ("50furlongs", "unknown unit"), ("1kbit", "too slow")])
+@pytest.mark.parametrize(
+    ("text", "needle"), [("fast", "not a rate"), ("50furlongs", "unknown unit"), ("1kbit", "too slow")]
+)
 def test_parse_rate_rejects(text, needle):
     with pytest.raises(SimError, match=needle):
         fault.parse_rate(text)
@@ -33,8 +35,19 @@ def test_parse_rate_rejects(text, needle):
 
 def test_tbf_command_for_50mbit():
     assert fault.tbf_command("eth0", 50_000_000) == [
-        "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
-        "rate", "50000000bit", "burst", "25000b", "latency", "50ms",
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        "eth0",
+        "root",
+        "tbf",
+        "rate",
+        "50000000bit",
+        "burst",
+        "25000b",
+        "latency",
+        "50ms",
     ]
 
 
@@ -45,7 +58,16 @@ def test_burst_covers_one_timer_tick_and_has_a_floor():
 
 def test_commands_run_in_the_node_namespace_from_the_host():
     assert fault.in_netns(4242, fault.tc_clear_command("eth0")) == [
-        "nsenter", "-t", "4242", "-n", "tc", "qdisc", "del", "dev", "eth0", "root",
+        "nsenter",
+        "-t",
+        "4242",
+        "-n",
+        "tc",
+        "qdisc",
+        "del",
+        "dev",
+        "eth0",
+        "root",
     ]
 
 

@@ -6,7 +6,6 @@ import tomllib
 
 from podctl.sim.hostconf import main, merge_containers_conf
 
-
 POOL = [{"base": "10.120.0.0/16", "size": 24}]
 
 

@@ -44,7 +44,16 @@ def test_tag_names_the_recipe():
 
 def test_recipe_contains_what_later_stages_need():
     recipe = default_recipe(NO_CAS)
-    for package in ("systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "sudo", "iproute2", "ca-certificates"):
+    for package in (
+        "systemd",
+        "systemd-sysv",
+        "dbus",
+        "openssh-server",
+        "python3",
+        "sudo",
+        "iproute2",
+        "ca-certificates",
+    ):
         assert package in recipe.packages
     args = recipe.debootstrap_args()
     assert "--variant=minbase" in args and args[-1] == "bookworm"

@@ -39,8 +39,12 @@ def _fake_podman(tmp_path: Path, output: object) -> Podman:
 
 def test_containers_are_listed_with_the_runtime_and_filter(tmp_path):
     rows = [
-        {"Id": "abc", "Names": ["podctl-sim-node01"], "State": "running",
-         "Labels": {"io.podctl.pod": "sim", "io.podctl.node": "node01"}},
+        {
+            "Id": "abc",
+            "Names": ["podctl-sim-node01"],
+            "State": "running",
+            "Labels": {"io.podctl.pod": "sim", "io.podctl.node": "node01"},
+        },
     ]
     podman = _fake_podman(tmp_path, rows)
     [info] = podman.containers(pm.pod_filter("sim"))
@@ -52,8 +56,11 @@ def test_containers_are_listed_with_the_runtime_and_filter(tmp_path):
 
 def test_network_json_is_parsed():
     net = pm.parse_network(
-        {"name": "podctl-sim", "labels": {"io.podctl.pod": "sim"},
-         "subnets": [{"subnet": "10.89.0.0/24", "gateway": "10.89.0.1"}]}
+        {
+            "name": "podctl-sim",
+            "labels": {"io.podctl.pod": "sim"},
+            "subnets": [{"subnet": "10.89.0.0/24", "gateway": "10.89.0.1"}],
+        }
     )
     assert net.subnets == (("10.89.0.0/24", "10.89.0.1"),)
     assert pm.owned_by(net.labels, "sim")

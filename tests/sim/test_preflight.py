@@ -69,7 +69,9 @@ def test_not_root_is_refused_with_the_reason():
 
 
 def test_podman_that_cannot_start_points_at_containers_conf(tmp_path):
-    fake_bin(tmp_path, "podman", 'echo "Error: default OCI runtime \\"crun\\" not found: invalid argument" >&2; exit 125')
+    fake_bin(
+        tmp_path, "podman", 'echo "Error: default OCI runtime \\"crun\\" not found: invalid argument" >&2; exit 125'
+    )
     fake_bin(tmp_path, "runc")
     tools = preflight.find_tools("down", path=str(tmp_path))
     with pytest.raises(SimError) as err:

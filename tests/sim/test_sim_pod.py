@@ -15,8 +15,9 @@ import ansible_runner
 import pytest
 from click.testing import CliRunner
 
+from podctl import state
 from podctl.inventory import write_inventory
-from podctl.sim import pod, state
+from podctl.sim import pod
 from podctl.sim.cli import sim
 from podctl.sim.errors import SimError
 from podctl.sim.podman import network_name, pod_filter
@@ -78,8 +79,13 @@ def test_hostnames_and_addresses_match_the_site(sim_pod: SimPod):
 def test_systemd_runs_as_pid_1_and_the_nodes_have_their_own_machine_ids(sim_pod: SimPod):
     ids = set()
     for node in sim_pod.site.nodes:
-        out = sim_pod.ssh(node.hostname, "ps -o comm= -p 1; systemctl is-system-running; cat /etc/machine-id",
-                          check=False).stdout.decode().split()
+        out = (
+            sim_pod.ssh(
+                node.hostname, "ps -o comm= -p 1; systemctl is-system-running; cat /etc/machine-id", check=False
+            )
+            .stdout.decode()
+            .split()
+        )
         assert out[0] == "systemd"
         assert out[1] in ("running", "degraded")
         ids.add(out[2])
@@ -97,7 +103,12 @@ def test_shared_mounts_are_one_folder_seen_by_every_client(sim_pod: SimPod):
 def test_nodes_reach_the_debian_mirror_config(sim_pod: SimPod):
     sources = sim_pod.ssh("node01", "cat /etc/apt/sources.list").stdout.decode()
     assert "http://deb.debian.org/debian bookworm main" in sources
-    assert sim_pod.ssh("node01", "test -s /etc/ssl/certs/ca-certificates.crt && grep -c BEGIN /etc/ssl/certs/ca-certificates.crt").returncode == 0
+    assert (
+        sim_pod.ssh(
+            "node01", "test -s /etc/ssl/certs/ca-certificates.crt && grep -c BEGIN /etc/ssl/certs/ca-certificates.crt"
+        ).returncode
+        == 0
+    )
 
 
 # -- idempotency ------------------------------------------------------------------------
@@ -151,7 +162,10 @@ def test_fault_kill_and_clear(sim_pod: SimPod):
     finally:
         result = run_cli("fault", "node01", "--clear")
     assert result.exit_code == 0, result.output
-    assert sim_pod.ssh("node01", "systemctl is-system-running", check=False).stdout.decode().strip() in ("running", "degraded")
+    assert sim_pod.ssh("node01", "systemctl is-system-running", check=False).stdout.decode().strip() in (
+        "running",
+        "degraded",
+    )
     assert "killed" not in run_cli("status").output
 
 
@@ -162,8 +176,12 @@ def test_fault_rate_throttles_both_directions_and_clear_restores(sim_pod: SimPod
     assert result.exit_code == 0, result.output
     try:
         pid = sim_pod.podman.container_pid("podctl-sim-node02")
-        qdisc = subprocess.run(["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "show", "dev", "eth0"],
-                               capture_output=True, text=True, check=True).stdout
+        qdisc = subprocess.run(
+            ["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "show", "dev", "eth0"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "tbf" in qdisc and "rate 20Mbit" in qdisc
         out_s = timed(lambda: sim_pod.ssh("node02", f"head -c {small} /dev/zero"))
         in_s = timed(lambda: sim_pod.ssh("node02", "cat > /dev/null", stdin=bytes(small)))
@@ -174,11 +192,17 @@ def test_fault_rate_throttles_both_directions_and_clear_restores(sim_pod: SimPod
         result = run_cli("fault", "node02", "--clear")
     assert result.exit_code == 0, result.output
     pid = sim_pod.podman.container_pid("podctl-sim-node02")
-    qdisc = subprocess.run(["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "show", "dev", "eth0"],
-                           capture_output=True, text=True, check=True).stdout
+    qdisc = subprocess.run(
+        ["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "show", "dev", "eth0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "tbf" not in qdisc
     out_s = timed(lambda: sim_pod.ssh("node02", f"head -c {large} /dev/zero"))
-    assert transfer_mbit(out_s, large) > 60, f"after --clear node02 sends at only {transfer_mbit(out_s, large):.0f} Mbit/s"
+    assert transfer_mbit(out_s, large) > 60, (
+        f"after --clear node02 sends at only {transfer_mbit(out_s, large):.0f} Mbit/s"
+    )
 
 
 def test_fault_stop_service_and_clear(sim_pod: SimPod):

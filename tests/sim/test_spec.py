@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from podctl.site import load_site
 from podctl.sim import spec as sp
 from podctl.sim.errors import SimError
+from podctl.site import load_site
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
@@ -56,8 +56,16 @@ def test_bad_hostlist_syntax(site):
 
 def test_network_create_args(pod):
     assert sp.network_create_args(pod) == [
-        "network", "create", "--subnet", "10.89.0.0/24", "--gateway", "10.89.0.1",
-        "--label", "io.podctl.pod=sim", "--label", f"io.podctl.site={SIM_SITE.resolve()}",
+        "network",
+        "create",
+        "--subnet",
+        "10.89.0.0/24",
+        "--gateway",
+        "10.89.0.1",
+        "--label",
+        "io.podctl.pod=sim",
+        "--label",
+        f"io.podctl.site={SIM_SITE.resolve()}",
         "podctl-sim",
     ]
 
@@ -96,6 +104,20 @@ def test_spec_label_changes_with_key_image_and_site(pod, site, tmp_path):
     assert base != sp.spec_label(sp.create_args(pod, node, "img:a", "key2"))
     moved = dataclasses.replace(pod, domain="other.internal")
     assert base != sp.spec_label(sp.create_args(moved, node, "img:a", "key1"))
+
+
+def test_a_node_added_to_the_site_elsewhere_keeps_every_running_node(site, tmp_path):
+    # Day 2: a copy of the site with a fourth compute node, saved under another name.
+    grown_path = tmp_path / "site-4.yaml"
+    grown_path.write_text(SIM_SITE.read_text().replace("node[01-03]", "node[01-04]"))
+    grown = sp.pod_spec(load_site(grown_path), grown_path, None, tmp_path)
+    before = sp.pod_spec(site, SIM_SITE, None, tmp_path)
+    assert [n.hostname for n in grown.nodes][-1] == "node04"
+    for old in before.nodes:
+        new = next(n for n in grown.nodes if n.hostname == old.hostname)
+        assert sp.spec_label(sp.create_args(grown, new, "i", "k")) == sp.spec_label(
+            sp.create_args(before, old, "i", "k")
+        )
 
 
 def test_a_subset_gives_the_same_containers_as_the_whole_pod(site, tmp_path):

@@ -6,9 +6,6 @@ issue 5); here, what can be decided without one.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +13,7 @@ import pytest
 pytest.importorskip("testinfra")
 
 from podctl.validate.conformance import test_conformance as tc  # noqa: E402
-from podctl.validate.conformance.common import SECRET_PLACEHOLDER  # noqa: E402
+from podctl.validate.conformance.drift import describe_change, describe_difference  # noqa: E402
 
 SLURM = {"controllers": ["head01"], "accounting": True, "dbd_host": "head01"}
 MONITORING = {"prometheus_host": "head01", "exporters": ["node", "slurm"]}
@@ -36,33 +33,48 @@ def units(n: tc.Node) -> list[str]:
 def test_services_follow_the_roles() -> None:
     head = node("head01", ["role_controller", "role_login", "role_monitoring"])
     compute = node("node01", ["role_compute", "role_storage_client"])
-    assert units(head) == ["chrony", "munge", "slurmctld", "slurmdbd", "mariadb", "prometheus-node-exporter",
-                           "prometheus", "prometheus-alertmanager"]
+    assert units(head) == [
+        "chrony",
+        "munge",
+        "slurmctld",
+        "slurmdbd",
+        "mariadb",
+        "prometheus-node-exporter",
+        "prometheus",
+        "prometheus-alertmanager",
+    ]
     assert units(compute) == ["chrony", "munge", "slurmd", "prometheus-node-exporter"]
 
 
 def test_services_without_slurm_accounting_or_the_node_exporter() -> None:
-    no_acct = node("head01", ["role_controller"], podctl_slurm={**SLURM, "accounting": False},
-                   podctl_monitoring={**MONITORING, "exporters": ["slurm"], "prometheus_host": "mon01"})
+    no_acct = node(
+        "head01",
+        ["role_controller"],
+        podctl_slurm={**SLURM, "accounting": False},
+        podctl_monitoring={**MONITORING, "exporters": ["slurm"], "prometheus_host": "mon01"},
+    )
     assert units(no_acct) == ["chrony", "munge", "slurmctld"]
     bare = node("util01", ["role_storage_client"], podctl_slurm=None, podctl_monitoring=None)
     assert units(bare) == ["chrony"]
 
 
 def test_difference_names_the_first_differing_line() -> None:
-    message = tc.describe_difference("/etc/slurm/slurm.conf", b"a\nb\nX\n", b"a\nb\nc\n")
+    message = describe_difference("/etc/slurm/slurm.conf", b"a\nb\nX\n", b"a\nb\nc\n")
     assert message.startswith("/etc/slurm/slurm.conf differs from what podctl renders (sha256 ")
     assert message.endswith("first differing line 3: node has 'X', podctl renders 'c')")
-    assert "lacks 1 line(s) from line 2: 'b'" in tc.describe_difference("/f", b"a\n", b"a\nb\n")
-    assert "same lines, different line endings" in tc.describe_difference("/f", b"a\n", b"a")
+    assert "lacks 1 line(s) from line 2: 'b'" in describe_difference("/f", b"a\n", b"a\nb\n")
+    assert "same lines, different line endings" in describe_difference("/f", b"a\n", b"a")
 
 
-@pytest.mark.parametrize(("state", "reason", "message"), [
-    ("drain", "bad DIMM", "node02 is drained in Slurm (state drain): bad DIMM"),
-    ("down*", "Not responding", "node02 is down, not responding in Slurm (state down*): Not responding"),
-    ("alloc", "none", "node02 is allocated to a job in Slurm (state alloc): no reason given"),
-    ("idle~", "", "node02 is idle, powered off in Slurm (state idle~): no reason given"),
-])
+@pytest.mark.parametrize(
+    ("state", "reason", "message"),
+    [
+        ("drain", "bad DIMM", "node02 is drained in Slurm (state drain): bad DIMM"),
+        ("down*", "Not responding", "node02 is down, not responding in Slurm (state down*): Not responding"),
+        ("alloc", "none", "node02 is allocated to a job in Slurm (state alloc): no reason given"),
+        ("idle~", "", "node02 is idle, powered off in Slurm (state idle~): no reason given"),
+    ],
+)
 def test_slurm_states_read_as_words(state: str, reason: str, message: str) -> None:
     assert tc.describe_slurm_state("node02", state, reason) == message
 
@@ -82,14 +94,30 @@ def test_chrony_tracking_is_parsed_with_the_offset_sign() -> None:
     assert tc.chrony_offset_s("") is None
 
 
-def test_the_mask_script_hides_secret_lines_and_nothing_else(tmp_path: Path) -> None:
-    rendered = f"DbdPort=6819\nStoragePass={SECRET_PLACEHOLDER}\n"
-    assert tc._secret_keys(rendered) == ["StoragePass"]
-    on_node = tmp_path / "slurmdbd.conf"
-    on_node.write_text("DbdPort=6820\nstoragepass = hunter2\n")
-    proc = subprocess.run([sys.executable, "-c", tc._MASK_SCRIPT, str(on_node), SECRET_PLACEHOLDER, "StoragePass"],
-                          capture_output=True, text=True, check=True)
-    assert proc.stdout == f"DbdPort=6820\nStoragePass={SECRET_PLACEHOLDER}\n"
-    assert "hunter2" not in proc.stdout
-    missing = subprocess.run([sys.executable, "-c", tc._MASK_SCRIPT, str(tmp_path / "nope"), "x", "K"], check=False)
-    assert missing.returncode == 3
+def test_drift_of_a_secret_task_is_named_without_its_content() -> None:
+    """A task that hides its arguments (no_log, e.g. slurmdbd.conf with the database password) is censored
+    by Ansible: the finding says it would change, and carries nothing of the file."""
+    result = {
+        "censored": "the output has been hidden due to the fact that 'no_log: true' was specified",
+        "changed": True,
+    }
+    (message,) = describe_change("Accounting | slurmdbd.conf", result)
+    assert message.startswith("Accounting | slurmdbd.conf: not as podctl deploys it") and "secret" in message
+
+
+def test_drift_of_a_file_names_the_line_and_a_missing_file() -> None:
+    diff = {
+        "before": "a\nb\nX\n",
+        "after": "a\nb\nc\n",
+        "before_header": "/etc/slurm/slurm.conf",
+        "after_header": "dynamically generated",
+    }
+    (message,) = describe_change("Configure | slurm.conf", {"changed": True, "diff": [diff]})
+    assert message.endswith("first differing line 3: node has 'X', podctl renders 'c')")
+    missing = {"before": "", "after": "x=1\n", "before_header": "/etc/x.conf"}
+    assert describe_change("t", {"changed": True, "diff": missing}) == [
+        "/etc/x.conf is missing on the node (podctl deploys it)"
+    ]
+    assert describe_change("Install | packages", {"changed": True}) == [
+        "Install | packages: not as podctl deploys it (Ansible would change it)"
+    ]

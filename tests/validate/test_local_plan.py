@@ -19,8 +19,18 @@ def test_health_counts_only_the_profiles_hcas() -> None:
     pattern = re.compile(argv[argv.index("--hca-filter") + 1])
     considered = [f"mlx5_{n}" for n in range(14) if pattern.search(f"mlx5_{n}")]
     # 8 compute HCAs as the DGX H100 user guide names them, 2 storage HCAs by default; mlx5_1x are not mlx5_1.
-    assert considered == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9",
-                          "mlx5_10", "mlx5_11"]
+    assert considered == [
+        "mlx5_0",
+        "mlx5_1",
+        "mlx5_2",
+        "mlx5_3",
+        "mlx5_4",
+        "mlx5_5",
+        "mlx5_6",
+        "mlx5_9",
+        "mlx5_10",
+        "mlx5_11",
+    ]
 
 
 def test_emulated_or_hca_less_profiles_expect_no_hca_filter() -> None:

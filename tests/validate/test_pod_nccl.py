@@ -30,16 +30,31 @@ class FakeSlurm:
     def run(self, job: Job) -> dict:
         self.jobs.append(job)
         value = min(self.speeds[n] for n in job.nodes)
-        return {"check": "collectives", "host": job.nodes[0], "hosts": list(job.nodes), "status": "pass",
-                "duration_s": 1.0, "findings": [],
-                "measurements": [{"figure": MEASUREMENT, "value": value, "unit": "GB/s", "device": None}],
-                "details": {"slurm": {"label": job.label}}}
+        return {
+            "check": "collectives",
+            "host": job.nodes[0],
+            "hosts": list(job.nodes),
+            "status": "pass",
+            "duration_s": 1.0,
+            "findings": [],
+            "measurements": [{"figure": MEASUREMENT, "value": value, "unit": "GB/s", "device": None}],
+            "details": {"slurm": {"label": job.label}},
+        }
 
 
 def spec(bound: float | None = 0.5) -> NcclSpec:
-    return NcclSpec(python="/opt/v/venv/bin/python", gpu=False, tasks_per_node=1, gpus_per_node=0,
-                    figure="allreduce_busbw_multinode_cpu", measurement=MEASUREMENT, size="16M", bound=bound,
-                    emulated=True, hca_names={})
+    return NcclSpec(
+        python="/opt/v/venv/bin/python",
+        gpu=False,
+        tasks_per_node=1,
+        gpus_per_node=0,
+        figure="allreduce_busbw_multinode_cpu",
+        measurement=MEASUREMENT,
+        size="16M",
+        bound=bound,
+        emulated=True,
+        hca_names={},
+    )
 
 
 def rows(hosts):
@@ -93,8 +108,16 @@ def test_without_a_reference_nothing_is_judged_or_localized():
 
 
 def test_srun_line_asks_slurm_for_exactly_the_nodes_and_fails_fast_when_they_are_busy():
-    job = Job("pairs n1,n2", "collectives", ("n1", "n2"), 8, 8, ("python", "-m", "validation.collectives"),
-              {"NCCL_IB_HCA": "=mlx5_0"}, 300)
+    job = Job(
+        "pairs n1,n2",
+        "collectives",
+        ("n1", "n2"),
+        8,
+        8,
+        ("python", "-m", "validation.collectives"),
+        {"NCCL_IB_HCA": "=mlx5_0"},
+        300,
+    )
     argv = srun_argv(job, "batch")
     assert argv[:1] == ["srun"] and "--nodelist=n1,n2" in argv and "--nodes=2" in argv
     assert "--ntasks-per-node=8" in argv and "--gpus-per-node=8" in argv and "--partition=batch" in argv
@@ -110,9 +133,13 @@ def test_size_label():
 def test_busbw_at_the_judged_size_takes_the_world_aligned_size_nearby():
     from podctl.validate.nccl import busbw
 
-    env = {"measurements": [{"figure": "all_reduce_busbw_8388600B", "value": 1.0},
-                            {"figure": "all_reduce_busbw_16777212B", "value": 2.0},
-                            {"figure": "all_gather_busbw_16MiB", "value": 9.0}]}
+    env = {
+        "measurements": [
+            {"figure": "all_reduce_busbw_8388600B", "value": 1.0},
+            {"figure": "all_reduce_busbw_16777212B", "value": 2.0},
+            {"figure": "all_gather_busbw_16MiB", "value": 9.0},
+        ]
+    }
     assert busbw(env, "all_reduce_busbw_16MiB") == 2.0
     assert busbw({"measurements": []}, "all_reduce_busbw_16MiB") == 0.0
 
@@ -136,9 +163,18 @@ class RailSlurm(FakeSlurm):
 
 
 def real_spec() -> NcclSpec:
-    return NcclSpec(python="p", gpu=True, tasks_per_node=8, gpus_per_node=8, figure="allreduce_busbw_multinode",
-                    measurement=MEASUREMENT, size="16M", bound=0.5, emulated=False,
-                    hca_names={f"n{i:03d}": ("mlx5_0", "mlx5_1") for i in range(1, 9)})
+    return NcclSpec(
+        python="p",
+        gpu=True,
+        tasks_per_node=8,
+        gpus_per_node=8,
+        figure="allreduce_busbw_multinode",
+        measurement=MEASUREMENT,
+        size="16M",
+        bound=0.5,
+        emulated=False,
+        hca_names={f"n{i:03d}": ("mlx5_0", "mlx5_1") for i in range(1, 9)},
+    )
 
 
 def test_per_rail_jobs_are_judged_as_a_share_of_the_node_and_accuse_only_the_slow_node():
@@ -169,9 +205,13 @@ def test_a_job_that_measured_nothing_stops_the_suite_and_blames_no_node_for_slow
     class Refused(FakeSlurm):
         def run(self, job):
             envelope = super().run(job)
-            envelope.update(status="error", measurements=[],
-                            findings=[{"severity": "error", "message": "srun: error: Unable to allocate resources",
-                                       "device": None}])
+            envelope.update(
+                status="error",
+                measurements=[],
+                findings=[
+                    {"severity": "error", "message": "srun: error: Unable to allocate resources", "device": None}
+                ],
+            )
             return envelope
 
     slurm = Refused({h: 1.0 for h in hosts})
@@ -190,8 +230,12 @@ def test_fast_but_wrong_results_are_not_certified():
         def run(self, job):
             envelope = super().run(job)
             if "n002" in job.nodes:
-                envelope.update(status="fail", findings=[{"severity": "error", "device": None,
-                                                          "message": "all_reduce gave wrong results at 16MiB"}])
+                envelope.update(
+                    status="fail",
+                    findings=[
+                        {"severity": "error", "device": None, "message": "all_reduce gave wrong results at 16MiB"}
+                    ],
+                )
             return envelope
 
     out = run_nccl(Wrong({h: 1.0 for h in hosts}), spec(), plan, hosts, lambda _: None)

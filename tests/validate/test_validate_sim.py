@@ -1,10 +1,7 @@
 """`podctl validate SITE` on a deployed sim pod: certification, and faults named on the right node.
 
-Starts: the pod `simcert` (inventory/sim/site.yaml renamed, on its own bridge
-10.89.12.0/24): 1 head + 3 compute systemd containers via `podctl sim up`,
-deployed once with every stage (validation-tools included: torch's CPU build
-from the wheel folder `make sim-wheels` fills), removed at the end unless
-PODCTL_KEEP_POD=1. Every test then runs the real `podctl validate`: testinfra
+Uses the session's deployed sim pod (tests/conftest.py: `sim_pod`, pod
+`simcert` on 10.89.12.0/24, 1 head + 3 compute, every stage deployed). Every test then runs the real `podctl validate`: testinfra
 over SSH, the node checks over SSH (fabric), nccl and smoke as Slurm jobs.
 
 Each fault test undoes its fault and waits until the pod is healthy again,
@@ -13,68 +10,19 @@ so that the tests do not depend on their order.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import REPO
-from tests.simpod import podctl, sim_site_copy
+from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]
 
-POD = "simcert"
-SUBNET_PREFIX = "10.89.12."
-
-
-@dataclass
-class Pod:
-    site: Path
-    base: Path
-
-    def sh(self, host: str, command: str) -> subprocess.CompletedProcess[str]:
-        return podctl("sim", "exec", "--pod", POD, host, "--", "sh", "-c", command, timeout=120, check=False)
-
-    def validate(self, name: str, *args: str, site: Path | None = None) -> tuple[int, dict, str]:
-        report = self.base / name
-        proc = podctl("validate", str(site or self.site), "--report", str(report), *args, check=False)
-        assert proc.returncode in (0, 1), f"validate -> {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        data = json.loads((report / "report.json").read_text())
-        return proc.returncode, data, proc.stdout + proc.stderr
-
-    def wait_idle(self, timeout_s: float = 240) -> None:
-        """Every compute node idle in Slurm again (after a fault was undone)."""
-        deadline = time.monotonic() + timeout_s
-        states = ""
-        while time.monotonic() < deadline:
-            states = self.sh("head01", "sinfo -h -N -o '%N %T' | sort -u").stdout
-            if states.split() and all(line.split()[1] == "idle" for line in states.strip().splitlines()):
-                return
-            time.sleep(3)
-        raise AssertionError(f"nodes not idle after {timeout_s:.0f} s:\n{states}")
+POD = SIM_POD
+SUBNET_PREFIX = SIM_SUBNET_PREFIX
 
 
 @pytest.fixture(scope="module")
-def pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
-    if os.geteuid() != 0:
-        pytest.skip("the sim needs root")
-    if not list((REPO / ".cache" / "validation-wheels").glob("torch-*.whl")):
-        pytest.fail("no torch wheel in .cache/validation-wheels: run `make sim-wheels` (make test does)")
-    base = tmp_path_factory.mktemp("validate")
-    site = base / "site.yaml"
-    site.write_text(sim_site_copy(POD, SUBNET_PREFIX, "172.24.0.0/16"))
-    podctl("sim", "up", str(site), timeout=600)
-    try:
-        podctl("deploy", str(site), "--runs-dir", str(base / "runs"), timeout=1800)
-        yield Pod(site, base)
-    finally:
-        if not os.environ.get("PODCTL_KEEP_POD"):
-            podctl("sim", "down", "--pod", POD, timeout=300, check=False)
+def pod(sim_pod: Pod) -> Pod:
+    return sim_pod
 
 
 def failing(data: dict) -> set[str]:
@@ -82,22 +30,40 @@ def failing(data: dict) -> set[str]:
 
 
 def test_a_healthy_pod_is_certified_three_times_in_a_row(pod: Pod) -> None:
+    since = pod.sh("head01", "date +%Y-%m-%dT%H:%M:%S").stdout.strip()
     for attempt in range(1, 4):
         rc, data, out = pod.validate(f"healthy-{attempt}")
         assert rc == 0 and data["verdict"] == "CERTIFIED", f"run {attempt}: {data['failures']}\n{out[-3000:]}"
         assert "CERTIFIED" in out and "report.html" in out
         # Every suite ran and every node was judged on its figures.
         checks = {(r["check"], r["scope"]) for r in data["runs"]}
-        assert {("conformance", "node"), ("health", "node"), ("burnin", "node"), ("collectives", "node"),
-                ("collectives", "pair"), ("collectives", "pod"), ("smoke", "pod")} <= checks
+        assert {
+            ("conformance", "node"),
+            ("health", "node"),
+            ("burnin", "node"),
+            ("collectives", "node"),
+            ("collectives", "pair"),
+            ("collectives", "pod"),
+            ("smoke", "pod"),
+        } <= checks
         judged = {(v["node"], v["figure"]) for v in data["verdicts"]}
         for node in ("node01", "node02", "node03"):
-            for figure in ("gemm_fp32_gflops", "memory_bandwidth", "allreduce_busbw_cpu",
-                           "allreduce_busbw_multinode_cpu", "smoke_tflops_per_node"):
+            for figure in (
+                "gemm_fp32_gflops",
+                "memory_bandwidth",
+                "allreduce_busbw_cpu",
+                "allreduce_busbw_multinode_cpu",
+                "smoke_tflops_per_node",
+            ):
                 assert (node, figure) in judged
     html = (pod.base / "healthy-3" / "report.html").read_text()
     assert "Pairwise bus bandwidth" in html and "<svg" in html
     assert (pod.base / "healthy-3" / "junit.xml").is_file()
+    # podctl's own jobs end clean in Slurm's accounting too: an operator reads sacct, not the report.
+    jobs = pod.sh("head01", f"sacct -a -X -n -P -S {since} -o JobName,State,ExitCode").stdout.split()
+    ours = [j.split("|") for j in jobs if j.startswith("podctl-")]
+    assert {j[0].split("-")[1] for j in ours} >= {"collectives", "smoke"}, jobs
+    assert all(state == "COMPLETED" and code == "0:0" for _, state, code in ours), ours
 
 
 def test_slurmd_stopped_on_one_node_fails_conformance_on_that_node_only(pod: Pod) -> None:
@@ -125,16 +91,20 @@ def test_a_hand_edited_config_fails_conformance_on_that_node_only(pod: Pod) -> N
 def test_a_profile_claiming_more_cores_than_the_node_has_fails_health_on_that_node(pod: Pod) -> None:
     # node03 declared with a profile of 64 cores: the node really has this machine's cores.
     text = pod.site.read_text()
-    profile = ("profiles:\n  sim-64:\n    description: the sim profile, claiming 64 cores\n    gpus: null\n"
-               "    compute_hcas: { count: 2, rate: HDR }\n    storage_hcas: { count: 0 }\n"
-               "    cpu_cores: 64\n    memory_gib: 2\n    emulated: true\n    reference: []\n\nnodes:\n")
+    profile = (
+        "profiles:\n  sim-64:\n    description: the sim profile, claiming 64 cores\n    gpus: null\n"
+        "    compute_hcas: { count: 2, rate: HDR }\n    storage_hcas: { count: 0 }\n"
+        "    cpu_cores: 64\n    memory_gib: 2\n    emulated: true\n    reference: []\n\nnodes:\n"
+    )
     text = text.replace("\nnodes:\n", "\n" + profile, 1)
-    text = text.replace("    hosts: node[01-03]\n    profile: sim\n    roles: [compute, storage-client]\n"
-                        f"    address: {SUBNET_PREFIX}11\n",
-                        "    hosts: node[01-02]\n    profile: sim\n    roles: [compute, storage-client]\n"
-                        f"    address: {SUBNET_PREFIX}11\n"
-                        "  - group: compute64\n    hosts: node03\n    profile: sim-64\n"
-                        f"    roles: [compute, storage-client]\n    address: {SUBNET_PREFIX}13\n")
+    text = text.replace(
+        "    hosts: node[01-03]\n    profile: sim\n    roles: [compute, storage-client]\n"
+        f"    address: {SUBNET_PREFIX}11\n",
+        "    hosts: node[01-02]\n    profile: sim\n    roles: [compute, storage-client]\n"
+        f"    address: {SUBNET_PREFIX}11\n"
+        "  - group: compute64\n    hosts: node03\n    profile: sim-64\n"
+        f"    roles: [compute, storage-client]\n    address: {SUBNET_PREFIX}13\n",
+    )
     assert "sim-64" in text and "node[01-02]" in text
     claimed = pod.base / "site-64-cores.yaml"
     claimed.write_text(text)
@@ -163,14 +133,13 @@ def test_a_throttled_node_is_named_by_fault_localization_and_drained(pod: Pod) -
 
 
 def test_cabling_findings_join_the_pod_certification(pod: Pod) -> None:
-    from podctl.cabling import corrupt
-    from podctl.cabling.formats import End, topology_from_plan, write_ibnetdiscover
     from podctl.facts import Facts, hca_names
+    from podctl.ibfabric import corrupt
+    from podctl.ibfabric.formats import End, topology_from_plan, write_ibnetdiscover
     from podctl.site import load_site
 
     site = load_site(pod.site)
-    planned = topology_from_plan(Facts(site).plans["compute"], site.fabrics["compute"].rate,
-                                 hca_names(site, "compute"))
+    planned = topology_from_plan(Facts(site).plans["compute"], site.fabrics["compute"].rate, hca_names(site, "compute"))
     # node02's rail-2 cable trained at 2x: what a half-seated cable looks like.
     damaged = corrupt.set_rate(planned, End("node02 mlx5_1", 1), width="2x")
     topology = pod.base / "ibnetdiscover.txt"

@@ -21,8 +21,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def _run_module(module: str, *args: str, timeout: float = 120.0,
-                extra_env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+def _run_module(
+    module: str, *args: str, timeout: float = 120.0, extra_env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
     """Run `python -m validation.<module> ARGS` the way a node would; (exit code, JSON, stderr)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"):
@@ -30,7 +31,11 @@ def _run_module(module: str, *args: str, timeout: float = 120.0,
     env.update(extra_env or {})
     done = subprocess.run(
         [sys.executable, "-m", f"validation.{module}", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, f"expected one JSON line on stdout, got {done.stdout!r}\nstderr:\n{done.stderr[-3000:]}"

@@ -27,8 +27,23 @@ def test_odd_ones_out(hashes: dict[str, str], odd: list[str]) -> None:
 
 
 def test_cpu_burnin_measures_and_checks_determinism(capsys) -> None:
-    code = burnin.main(["--cpu", "--duration", "1.5", "--warmup", "0.3", "--chunk", "0.1",
-                        "--gemm-size", "256", "--mem-mib", "32", "--hbm-duration", "0.5"])
+    code = burnin.main(
+        [
+            "--cpu",
+            "--duration",
+            "1.5",
+            "--warmup",
+            "0.3",
+            "--chunk",
+            "0.1",
+            "--gemm-size",
+            "256",
+            "--mem-mib",
+            "32",
+            "--hbm-duration",
+            "0.5",
+        ]
+    )
     envelope = json.loads(capsys.readouterr().out)
     assert code == 0 and envelope["status"] == "pass", envelope["findings"]
     figures = {m["figure"]: m for m in envelope["measurements"]}
@@ -72,8 +87,12 @@ def test_nvml_sampling_flags_hardware_throttling_and_new_ecc_errors() -> None:
 
     ecc = {"uncorrected": 0}
     fake = SimpleNamespace(
-        NVML_CLOCK_SM=0, NVML_TEMPERATURE_GPU=0, NVML_VOLATILE_ECC=0, NVML_AGGREGATE_ECC=1,
-        NVML_MEMORY_ERROR_TYPE_CORRECTED=0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+        NVML_CLOCK_SM=0,
+        NVML_TEMPERATURE_GPU=0,
+        NVML_VOLATILE_ECC=0,
+        NVML_AGGREGATE_ECC=1,
+        NVML_MEMORY_ERROR_TYPE_CORRECTED=0,
+        NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
         nvmlDeviceGetClockInfo=lambda h, kind: 1980,
         nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980,
         nvmlDeviceGetTemperature=lambda h, kind: 61 + h,

@@ -12,14 +12,22 @@ from validation.collectives import Case, bandwidths, bus_factor, sweep_sizes
     ("collective", "n", "factor"),
     [
         # all_reduce: 2(n-1)/n
-        ("all_reduce", 1, 0.0), ("all_reduce", 2, 1.0), ("all_reduce", 4, 1.5), ("all_reduce", 8, 1.75),
+        ("all_reduce", 1, 0.0),
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 4, 1.5),
+        ("all_reduce", 8, 1.75),
         ("all_reduce", 16, 1.875),
         # all_gather, reduce_scatter, all_to_all: (n-1)/n
-        ("all_gather", 2, 0.5), ("all_gather", 8, 0.875),
-        ("reduce_scatter", 2, 0.5), ("reduce_scatter", 8, 0.875),
-        ("all_to_all", 4, 0.75), ("all_to_all", 8, 0.875),
+        ("all_gather", 2, 0.5),
+        ("all_gather", 8, 0.875),
+        ("reduce_scatter", 2, 0.5),
+        ("reduce_scatter", 8, 0.875),
+        ("all_to_all", 4, 0.75),
+        ("all_to_all", 8, 0.875),
         # broadcast, reduce, sendrecv: 1
-        ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 2, 1.0),
+        ("broadcast", 8, 1.0),
+        ("reduce", 8, 1.0),
+        ("sendrecv", 2, 1.0),
     ],
 )
 def test_bus_factor_by_hand(collective: str, n: int, factor: float) -> None:
@@ -95,9 +103,24 @@ def test_all_reduce_expected_values_by_hand() -> None:
 
 def test_two_gloo_processes_small_sweep_correct(run_module) -> None:
     code, envelope, stderr = run_module(
-        "collectives", "--local-procs", "2", "--cpu", "--min-bytes", "4K", "--max-bytes", "32K",
-        "--repeats", "3", "--chunk-ms", "2", "--warmup-iters", "1",
-        "--expect-world-size", "2", "--min-busbw", "all_reduce:32KiB=1000000",
+        "collectives",
+        "--local-procs",
+        "2",
+        "--cpu",
+        "--min-bytes",
+        "4K",
+        "--max-bytes",
+        "32K",
+        "--repeats",
+        "3",
+        "--chunk-ms",
+        "2",
+        "--warmup-iters",
+        "1",
+        "--expect-world-size",
+        "2",
+        "--min-busbw",
+        "all_reduce:32KiB=1000000",
     )
     assert envelope["check"] == "collectives"
     assert envelope["details"]["world_size"] == 2
@@ -119,10 +142,29 @@ def test_two_gloo_processes_small_sweep_correct(run_module) -> None:
 def test_env_launch_as_srun_would_start_one_rank(run_module) -> None:
     from validation.launch import free_port
 
-    slurm = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "1",
-             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    code, envelope, _ = run_module("collectives", "--cpu", "--collectives", "all_reduce", "--min-bytes", "4K",
-                                   "--max-bytes", "8K", "--repeats", "2", "--chunk-ms", "1", extra_env=slurm)
+    slurm = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "1",
+        "SLURM_LOCALID": "0",
+        "SLURM_TASKS_PER_NODE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
+    code, envelope, _ = run_module(
+        "collectives",
+        "--cpu",
+        "--collectives",
+        "all_reduce",
+        "--min-bytes",
+        "4K",
+        "--max-bytes",
+        "8K",
+        "--repeats",
+        "2",
+        "--chunk-ms",
+        "1",
+        extra_env=slurm,
+    )
     assert code == 0 and envelope["status"] == "pass"
     assert envelope["details"]["world_size"] == 1 and "launch" not in envelope["details"]
     assert [r["size_bytes"] for r in envelope["details"]["sweep"]["all_reduce"]] == [4096, 8192]

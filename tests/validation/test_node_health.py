@@ -22,8 +22,13 @@ GIB = 1024**3
 def test_xid_parser_on_realistic_log(data_dir: Path) -> None:
     events = parse_xid_events((data_dir / "kernel-log-xid.txt").read_text())
     assert [(e.code, e.pci) for e in events] == [
-        (79, "0000:3b:00"), (13, "0000:b7:00"), (13, "0000:b7:00"),
-        (48, "0000:18:00"), (63, "0000:18:00"), (74, "0000:9a:00"), (999, "0000:9a:00"),
+        (79, "0000:3b:00"),
+        (13, "0000:b7:00"),
+        (13, "0000:b7:00"),
+        (48, "0000:18:00"),
+        (63, "0000:18:00"),
+        (74, "0000:9a:00"),
+        (999, "0000:9a:00"),
     ]
     fallen = events[0]
     assert fallen.pid == "0" and fallen.message.endswith("GPU has fallen off the bus.")
@@ -83,8 +88,10 @@ def _fake_nvml(broken_gpu: int | None) -> SimpleNamespace:
         return 0 if (handle == broken_gpu and link == 5) else 1
 
     return SimpleNamespace(
-        NVML_VOLATILE_ECC=0, NVML_AGGREGATE_ECC=1,
-        NVML_MEMORY_ERROR_TYPE_CORRECTED=0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+        NVML_VOLATILE_ECC=0,
+        NVML_AGGREGATE_ECC=1,
+        NVML_MEMORY_ERROR_TYPE_CORRECTED=0,
+        NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
         NVML_NVLINK_MAX_LINKS=36,
         nvmlDeviceGetCount=lambda: 2,
         nvmlSystemGetDriverVersion=lambda: "580.159.04",
@@ -100,8 +107,10 @@ def _fake_nvml(broken_gpu: int | None) -> SimpleNamespace:
         nvmlDeviceGetNvLinkState=nvlink,
         nvmlDeviceGetCurrPcieLinkGeneration=lambda h: 5,
         nvmlDeviceGetMaxPcieLinkGeneration=lambda h: 5,
-        nvmlDeviceGetCurrPcieLinkWidth=lambda h: 16,
+        nvmlDeviceGetCurrPcieLinkWidth=lambda h: 8 if h == broken_gpu else 16,
         nvmlDeviceGetMaxPcieLinkWidth=lambda h: 16,
+        # gpu_idle (0x1) is the normal state at rest; hw_slowdown (0x8) + hw_thermal (0x40) is not.
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x49 if h == broken_gpu else 0x1,
     )
 
 
@@ -125,6 +134,41 @@ def test_broken_gpu_gives_errors_on_that_gpu_only() -> None:
     assert "row remapping pending" in text
     assert "1 of 18 NVLinks are down" in text
     assert "17 NVLinks active, other GPUs of this node have 18" in text
+    assert "clocks held down: hw_slowdown" in text and "clocks held down: hw_thermal_slowdown" in text
+    assert "gpu_idle" not in text
+
+
+def test_pcie_width_below_the_expected_is_an_error_and_otherwise_a_warning() -> None:
+    report = Report("health", host="t")
+    health.check_gpus(report, _fake_nvml(1), None, Expectations(gpus=2, pcie_width=16))
+    assert ("gpu1", "PCIe link runs x8, expected x16") in [(f.device, f.message) for f in report.findings]
+    report = Report("health", host="t")
+    health.check_gpus(report, _fake_nvml(1), None, Expectations(gpus=2))
+    width = [f for f in report.findings if "PCIe" in f.message]
+    assert [(f.severity, f.message) for f in width] == [("warning", "PCIe link runs x8 of x16")]
+
+
+def test_an_nvml_without_clock_event_reasons_is_not_a_crash() -> None:
+    fake = _fake_nvml(None)
+    del fake.nvmlDeviceGetCurrentClocksEventReasons
+    report = Report("health", host="t")
+    part = health.check_gpus(report, fake, None, Expectations(gpus=2))
+    assert report.status == "pass" and part["gpus"][0]["clock_event_reasons"] is None
+
+
+def test_with_a_state_file_only_new_xids_count(data_dir: Path, tmp_path: Path) -> None:
+    log = (data_dir / "kernel-log-xid.txt").read_text()
+    state = tmp_path / "xid.json"
+    first = Report("health", host="t")
+    health.check_xids(first, log, "file", {}, state)
+    assert any("XID 79" in f.message for f in first.findings)
+    again = Report("health", host="t")
+    part = health.check_xids(again, log, "file", {}, state)
+    assert not [f for f in again.findings if f.message.startswith("XID")] and part["seen_before"] == 7
+    later = log + "[ 9000.000001] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.\n"
+    third = Report("health", host="t")
+    health.check_xids(third, later, "file", {}, state)
+    assert [f.message[:10] for f in third.findings if f.message.startswith("XID")] == ["XID 79 x1 "]
 
 
 @pytest.mark.parametrize(
@@ -177,7 +221,10 @@ def test_ib_ports_from_sysfs(tmp_path: Path) -> None:
     _hca(tmp_path, "mlx5_2", 1, "4: ACTIVE", "200 Gb/sec (4X HDR)")
     ports = health.read_ib_ports(tmp_path)
     assert [(p.device, p.state, p.rate_gbps) for p in ports] == [
-        ("mlx5_0", "ACTIVE", 400.0), ("mlx5_1", "DOWN", 10.0), ("mlx5_2", "ACTIVE", 200.0)]
+        ("mlx5_0", "ACTIVE", 400.0),
+        ("mlx5_1", "DOWN", 10.0),
+        ("mlx5_2", "ACTIVE", 200.0),
+    ]
     report = Report("health", host="t")
     health.check_ib(report, ports, Expectations(hcas=4, hca_rate_gbps=400))
     errors = {(f.device, f.message) for f in report.findings if f.severity == "error"}
@@ -210,7 +257,10 @@ def test_cpuinfo_counts_physical_cores_and_sockets() -> None:
 
 def test_meminfo() -> None:
     assert parse_meminfo("MemTotal:       24681640 kB\nMemFree: 100 kB\nHugePages_Total:       0\n") == {
-        "MemTotal": 24681640, "MemFree": 100, "HugePages_Total": 0}
+        "MemTotal": 24681640,
+        "MemFree": 100,
+        "HugePages_Total": 0,
+    }
 
 
 def _health(capsys, *args: str) -> tuple[int, dict]:
@@ -220,10 +270,21 @@ def _health(capsys, *args: str) -> tuple[int, dict]:
 
 def test_this_host_matching_expectations_passes(capsys, data_dir: Path) -> None:
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
-    code, envelope = _health(capsys, "--expect-cores", str(os.cpu_count()), "--expect-memory-gib", f"{memory_gib:.1f}",
-                             "--expect-gpus", "0", "--expect-hcas", "0",
-                             "--kernel-log", str(data_dir / "kernel-log-xid.txt"),
-                             "--sysfs-root", "/nonexistent")
+    code, envelope = _health(
+        capsys,
+        "--expect-cores",
+        str(os.cpu_count()),
+        "--expect-memory-gib",
+        f"{memory_gib:.1f}",
+        "--expect-gpus",
+        "0",
+        "--expect-hcas",
+        "0",
+        "--kernel-log",
+        str(data_dir / "kernel-log-xid.txt"),
+        "--sysfs-root",
+        "/nonexistent",
+    )
     # The sample log carries fatal XIDs: only those may be errors here.
     errors = [f["message"] for f in envelope["findings"] if f["severity"] == "error"]
     assert errors and all(m.startswith("XID") for m in errors)
@@ -235,15 +296,33 @@ def test_this_host_matching_expectations_passes(capsys, data_dir: Path) -> None:
 
 def test_this_host_clean_log_passes(capsys, tmp_path: Path) -> None:
     (tmp_path / "kern.log").write_text("[    1.0] Linux version 6.1.0\n")
-    code, envelope = _health(capsys, "--expect-cores", str(os.cpu_count()), "--expect-gpus", "0",
-                             "--kernel-log", str(tmp_path / "kern.log"), "--sysfs-root", str(tmp_path))
+    code, envelope = _health(
+        capsys,
+        "--expect-cores",
+        str(os.cpu_count()),
+        "--expect-gpus",
+        "0",
+        "--kernel-log",
+        str(tmp_path / "kern.log"),
+        "--sysfs-root",
+        str(tmp_path),
+    )
     assert code == 0 and envelope["status"] == "pass", envelope["findings"]
 
 
 def test_this_host_wrong_expectations_fail(capsys, tmp_path: Path) -> None:
     (tmp_path / "kern.log").write_text("")
-    code, envelope = _health(capsys, "--expect-cores", "9999", "--expect-memory-gib", "99999",
-                             "--kernel-log", str(tmp_path / "kern.log"), "--sysfs-root", str(tmp_path))
+    code, envelope = _health(
+        capsys,
+        "--expect-cores",
+        "9999",
+        "--expect-memory-gib",
+        "99999",
+        "--kernel-log",
+        str(tmp_path / "kern.log"),
+        "--sysfs-root",
+        str(tmp_path),
+    )
     assert code == 1 and envelope["status"] == "fail"
     errors = [f["message"] for f in envelope["findings"] if f["severity"] == "error"]
     assert any("expected 9999" in m for m in errors)

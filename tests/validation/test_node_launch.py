@@ -22,17 +22,34 @@ def test_first_host_of_slurm_nodelist(nodelist: str, first: str) -> None:
 
 
 def test_torchrun_variables_win() -> None:
-    env = env_from_environ({"RANK": "3", "WORLD_SIZE": "16", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "8",
-                            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400", "SLURM_PROCID": "9"})
+    env = env_from_environ(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "16",
+            "LOCAL_RANK": "3",
+            "LOCAL_WORLD_SIZE": "8",
+            "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "29400",
+            "SLURM_PROCID": "9",
+        }
+    )
     assert env is not None
     assert (env.rank, env.world_size, env.local_rank, env.local_world_size) == (3, 16, 3, 8)
     assert (env.master_addr, env.master_port, env.source) == ("10.0.0.1", 29400, "torchrun")
 
 
 def test_slurm_variables() -> None:
-    env = env_from_environ({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1",
-                            "SLURM_TASKS_PER_NODE": "8(x2)", "SLURM_JOB_NODELIST": "dgx[010-011]",
-                            "SLURM_JOB_ID": "123456", "PATH": "/nonexistent"})
+    env = env_from_environ(
+        {
+            "SLURM_PROCID": "9",
+            "SLURM_NTASKS": "16",
+            "SLURM_LOCALID": "1",
+            "SLURM_TASKS_PER_NODE": "8(x2)",
+            "SLURM_JOB_NODELIST": "dgx[010-011]",
+            "SLURM_JOB_ID": "123456",
+            "PATH": "/nonexistent",
+        }
+    )
     assert env is not None
     assert (env.rank, env.world_size, env.local_rank, env.local_world_size) == (9, 16, 1, 8)
     assert env.master_addr == "dgx010"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import torch
 
-from validation.gpt import GPT, PRESETS, flops_per_token, parameter_count, synthetic_batch
-from validation.smoke import _compare_state
+from validation.gpt import GPT, PRESETS, GPTConfig, flops_per_token, parameter_count, synthetic_batch
+from validation.smoke import _compare_state, loss_spikes
 
 
 def test_944m_preset_size_and_flops() -> None:
@@ -27,10 +29,81 @@ def test_synthetic_tokens_follow_their_rule() -> None:
     x, y = synthetic_batch(cfg, gen, torch.device("cpu"))
     assert x.shape == y.shape == (cfg.micro_batch, cfg.seq_len)
     assert torch.equal(x[:, 1:], y[:, :-1])
-    active = cfg.vocab_size // 8
-    step = (y - x) % active
+    step = (y - x) % cfg.classes
     assert int(step.min()) >= 1 and int(step.max()) <= 4
-    assert int(x.max()) < active
+    seen = torch.cat([synthetic_batch(cfg, gen, torch.device("cpu"))[0].flatten() for _ in range(8)]).unique()
+    assert len(seen) == cfg.classes == cfg.vocab_size  # the CPU preset uses its whole vocabulary
+    assert PRESETS["gpt-944m"].classes == 4096  # an eighth of 32768
+
+
+def test_the_loss_is_over_the_ids_the_data_uses_and_no_other() -> None:
+    # Ids the data never uses get no gradient at all: nothing can push them down along a shared
+    # direction that an Adam step could flip (the step-15 spike, bench/gpu/spike.md).
+    cfg = GPTConfig(vocab_size=64, seq_len=8, n_layer=1, n_head=2, d_model=16, micro_batch=4, lr=1e-3, data_vocab=16)
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    x, y = synthetic_batch(cfg, torch.Generator().manual_seed(1), torch.device("cpu"))
+    assert int(x.max()) < 16 and int(y.max()) < 16
+    loss = model(x, y)
+    loss.backward()
+    assert model.head.weight.grad is not None
+    assert float(model.head.weight.grad[16:].abs().max()) == 0.0 and float(model.head.weight.grad[:16].abs().max()) > 0
+    full = GPT(replace(cfg, data_vocab=0))
+    full.load_state_dict(model.state_dict())
+    assert float(full(x, y).detach()) > float(loss.detach())  # over 64 classes the same logits give a higher loss
+
+
+# Rank 0's loss per step in four validate --local runs on 2 x H200 (bench/results/2026-11-29-*-run{3,4,5,6}.json),
+# with the data that left 7/8 of the vocabulary unseen: the step-15 spike, then a milder one in run 3.
+H200_RUN3 = [
+    10.8,
+    10.44,
+    10.18,
+    9.98,
+    9.76,
+    9.49,
+    9.21,
+    8.94,
+    8.71,
+    8.55,
+    8.45,
+    8.4,
+    8.37,
+    8.36,
+    8.37,
+    17.78,
+    8.37,
+    8.39,
+]
+HEALTHY_CPU = [6.26, 6.22, 6.14, 6.09, 6.05, 5.97, 5.93, 5.84, 5.62, 5.53]
+# The 944M preset on one H200 with every id in the data (bench/gpu/spike.md, variant fullvocab): a slow, noisy fall.
+HEALTHY_FULLVOCAB = [10.8, 10.79, 10.74, 10.67, 10.62, 10.63, 10.55, 10.49, 10.4, 10.46, 10.52, 10.46, 10.37, 10.47]
+
+
+def test_the_h200_step_15_spike_is_named() -> None:
+    spikes = loss_spikes(H200_RUN3)
+    assert [s["step"] for s in spikes] == [15]
+    assert spikes[0]["loss"] == 17.78 and spikes[0]["low"] == 8.36
+
+
+@pytest.mark.parametrize("curve", [HEALTHY_CPU, HEALTHY_FULLVOCAB, [5.0], []])
+def test_healthy_curves_have_no_spike(curve: list[float]) -> None:
+    assert loss_spikes(curve) == []
+
+
+def test_a_nan_step_is_not_a_spike_but_what_follows_is_judged() -> None:
+    # NaN is the finite-loss check's finding; the next finite steps are still compared with the low.
+    assert [s["step"] for s in loss_spikes([10.0, 8.0, float("nan"), 12.0])] == [3]
+
+
+def test_a_too_high_learning_rate_fails_the_smoke_with_the_spike(run_module) -> None:
+    # lr 0.1 without clipping overshoots on the tiny CPU model: loss 4.6 -> 11.2 for one step.
+    code, envelope, stderr = run_module(
+        "smoke", "--local-procs", "1", "--cpu", "--steps", "12", "--lr", "0.1", "--clip-grad", "0", timeout=180
+    )
+    errors = [f["message"] for f in envelope["findings"] if f["severity"] == "error"]
+    assert code == 1 and any("loss spiked at step" in e for e in errors), (errors, stderr[-2000:])
+    assert len(envelope["details"]["grad_norm_rank0"]) == 12
 
 
 def test_state_comparison_catches_one_flipped_bit() -> None:
@@ -45,8 +118,19 @@ def test_state_comparison_catches_one_flipped_bit() -> None:
 
 def test_two_gloo_ranks_train_and_restore_exactly(run_module, tmp_path: Path) -> None:
     code, envelope, stderr = run_module(
-        "smoke", "--local-procs", "2", "--cpu", "--steps", "8", "--warmup-steps", "2",
-        "--checkpoint-dir", str(tmp_path), "--expect-world-size", "2", timeout=180,
+        "smoke",
+        "--local-procs",
+        "2",
+        "--cpu",
+        "--steps",
+        "8",
+        "--warmup-steps",
+        "2",
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--expect-world-size",
+        "2",
+        timeout=180,
     )
     assert code == 0 and envelope["status"] == "pass", (envelope["findings"], stderr[-2000:])
     details = envelope["details"]
@@ -63,8 +147,22 @@ def test_two_gloo_ranks_train_and_restore_exactly(run_module, tmp_path: Path) ->
 
 
 def test_wrong_world_size_fails(run_module) -> None:
-    code, envelope, _ = run_module("smoke", "--local-procs", "1", "--cpu", "--steps", "4", "--warmup-steps", "1",
-                                   "--expect-world-size", "2", "--d-model", "32", "--layers", "1")
+    code, envelope, _ = run_module(
+        "smoke",
+        "--local-procs",
+        "1",
+        "--cpu",
+        "--steps",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--expect-world-size",
+        "2",
+        "--d-model",
+        "32",
+        "--layers",
+        "1",
+    )
     assert code == 1 and envelope["status"] == "fail"
     assert any("world size 1, expected 2" in f["message"] for f in envelope["findings"])
 

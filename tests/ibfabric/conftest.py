@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from podctl.cabling.formats import topology_from_plan
 from podctl.facts import hca_names
+from podctl.ibfabric.formats import topology_from_plan
 from podctl.site import load_site
 from podctl.topology import plan_fabric
 from tests.conftest import REPO, SIM_SITE
@@ -33,7 +33,12 @@ def planned():
         if name not in cache:
             fabric = _site(name).fabrics["compute"]
             plan = plan_fabric(fabric)
-            cache[name] = (SITES[name], fabric, plan, topology_from_plan(plan, fabric.rate, hca_names(_site(name), "compute")))
+            cache[name] = (
+                SITES[name],
+                fabric,
+                plan,
+                topology_from_plan(plan, fabric.rate, hca_names(_site(name), "compute")),
+            )
         return cache[name]
 
     return get

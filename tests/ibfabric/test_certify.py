@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from podctl.cabling import corrupt
-from podctl.cabling.certify import cabling_runs
-from podctl.cabling.formats import CablingError, End, Link, write_iblinkinfo, write_ibnetdiscover
+from podctl.ibfabric import corrupt
+from podctl.ibfabric.formats import CablingError, End, Link, write_iblinkinfo, write_ibnetdiscover
+from podctl.validate.cabling import cabling_runs
 from podctl.validate.judge import judge
 from podctl.validate.report import write_report
 
@@ -34,8 +34,10 @@ CASES = {
     ),
     "swap two HCA cables on a leaf": (
         lambda t: corrupt.swap_ports(t, LEAF, End("ib-leaf-su01-r3", 6)),
-        {("node", "dgx005"): ["WRONG-PORT ib-leaf-su01-r3[5] <-> dgx005 mlx5_4: found at ib-leaf-su01-r3[6]"],
-         ("node", "dgx006"): ["WRONG-PORT ib-leaf-su01-r3[6] <-> dgx006 mlx5_4: found at ib-leaf-su01-r3[5]"]},
+        {
+            ("node", "dgx005"): ["WRONG-PORT ib-leaf-su01-r3[5] <-> dgx005 mlx5_4: found at ib-leaf-su01-r3[6]"],
+            ("node", "dgx006"): ["WRONG-PORT ib-leaf-su01-r3[6] <-> dgx006 mlx5_4: found at ib-leaf-su01-r3[5]"],
+        },
     ),
     "move an HCA cable to another rail's leaf": (
         lambda t: corrupt.move_cable(t, LEAF, End("ib-leaf-su04-r4", 32)),
@@ -47,18 +49,29 @@ CASES = {
     ),
     "a node cabled on the wrong HCA": (
         _wrong_hca,
-        {("node", "dgx005"): ["MISSING ib-leaf-su01-r1[5] <-> dgx005 mlx5_0",
-                              "UNEXPECTED-DEVICE ib-leaf-su01-r1[5] <-> dgx005 mlx5_1"]},
+        {
+            ("node", "dgx005"): [
+                "MISSING ib-leaf-su01-r1[5] <-> dgx005 mlx5_0",
+                "UNEXPECTED-DEVICE ib-leaf-su01-r1[5] <-> dgx005 mlx5_1",
+            ]
+        },
     ),
     "swap two uplinks at a spine": (
         lambda t: corrupt.swap_ports(t, End("ib-spine-01", 1), End("ib-spine-01", 2)),
-        {("fabric", "ib-leaf-su01-r1"): [
-            "WRONG-PORT ib-spine-01[1] <-> ib-leaf-su01-r1[33]: found at ib-spine-01[2]",
-            "WRONG-PORT ib-spine-01[2] <-> ib-leaf-su01-r1[34]: found at ib-spine-01[1]"]},
+        {
+            ("fabric", "ib-leaf-su01-r1"): [
+                "WRONG-PORT ib-spine-01[1] <-> ib-leaf-su01-r1[33]: found at ib-spine-01[2]",
+                "WRONG-PORT ib-spine-01[2] <-> ib-leaf-su01-r1[34]: found at ib-spine-01[1]",
+            ]
+        },
     ),
     "a leaf-spine link at HDR": (
         lambda t: corrupt.set_rate(t, End("ib-leaf-su02-r8", 40), speed="HDR"),
-        {("fabric", "ib-leaf-su02-r8"): ["WRONG-SPEED ib-spine-04[32] <-> ib-leaf-su02-r8[40]: expected 4xNDR, found 4xHDR"]},
+        {
+            ("fabric", "ib-leaf-su02-r8"): [
+                "WRONG-SPEED ib-spine-04[32] <-> ib-leaf-su02-r8[40]: expected 4xNDR, found 4xHDR"
+            ]
+        },
     ),
     "an unknown host on a free leaf port": (
         lambda t: corrupt.add_device(t, "rogue01 mlx5_0", "ca", End("ib-leaf-su04-r1", 32)),
@@ -118,8 +131,9 @@ def test_a_cable_both_tools_show_is_one_row_seen_in_both(tmp_path, planned, load
     (cable,) = run.envelope["details"]["cables"]
     assert (cable["kind"], cable["end_a"], cable["end_b"]) == ("missing", "ib-leaf-su01-r3[5]", "dgx005 mlx5_4")
     assert cable["sources"] == [str(tmp_path / "ibnetdiscover.txt"), str(tmp_path / "iblinkinfo.txt")]
-    assert run.envelope["findings"] == [{"severity": "error", "message": "MISSING ib-leaf-su01-r3[5] <-> dgx005 mlx5_4",
-                                         "device": "mlx5_4"}]
+    assert run.envelope["findings"] == [
+        {"severity": "error", "message": "MISSING ib-leaf-su01-r3[5] <-> dgx005 mlx5_4", "device": "mlx5_4"}
+    ]
 
 
 def test_unreadable_or_unparsable_output_is_a_user_error_with_file_and_line(tmp_path, loaded):
@@ -139,14 +153,19 @@ def test_cabling_faults_fail_certification_and_show_in_the_report(tmp_path, plan
     assert not cert.certified
     assert cert.failures == {
         "dgx005": ["cabling: MISSING ib-leaf-su01-r3[5] <-> dgx005 mlx5_4"],
-        "ib-leaf-su02-r8": ["cabling: WRONG-SPEED ib-spine-04[32] <-> ib-leaf-su02-r8[40]: expected 4xNDR, found 4xHDR"]}
+        "ib-leaf-su02-r8": [
+            "cabling: WRONG-SPEED ib-spine-04[32] <-> ib-leaf-su02-r8[40]: expected 4xNDR, found 4xHDR"
+        ],
+    }
     paths = write_report(tmp_path / "report", cert, runs, {"started": "now", "podctl": "0", "suites": ["cabling"]})
     page = paths["html"].read_text()
-    cabling = page[page.index("<h2>Cabling</h2>"):]
+    cabling = page[page.index("<h2>Cabling</h2>") :]
     assert "2040 cables planned" in cabling
-    assert ("<td class=fail>dgx005</td><td>ib-leaf-su01-r3[5]</td><td>dgx005 mlx5_4</td><td>missing</td>" in cabling)
-    assert ("<td class=fail>ib-leaf-su02-r8 (switch)</td><td>ib-spine-04[32]</td><td>ib-leaf-su02-r8[40]</td>"
-            "<td>wrong-speed: expected 4xNDR, found 4xHDR</td>" in cabling)
+    assert "<td class=fail>dgx005</td><td>ib-leaf-su01-r3[5]</td><td>dgx005 mlx5_4</td><td>missing</td>" in cabling
+    assert (
+        "<td class=fail>ib-leaf-su02-r8 (switch)</td><td>ib-spine-04[32]</td><td>ib-leaf-su02-r8[40]</td>"
+        "<td>wrong-speed: expected 4xNDR, found 4xHDR</td>" in cabling
+    )
     assert 'classname="cabling.fabric" name="ib-leaf-su02-r8"' in paths["junit"].read_text()
 
 
@@ -156,4 +175,4 @@ def test_a_clean_fabric_certifies_and_says_so_in_the_report(tmp_path, planned, l
     cert = judge("sim", {"node01": []}, runs)
     assert cert.certified
     page = write_report(tmp_path / "report", cert, runs, {"suites": []})["html"].read_text()
-    assert "Every cable matches the plan." in page[page.index("<h2>Cabling</h2>"):]
+    assert "Every cable matches the plan." in page[page.index("<h2>Cabling</h2>") :]

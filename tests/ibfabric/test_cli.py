@@ -6,9 +6,9 @@ import json
 
 from click.testing import CliRunner
 
-from podctl.cabling import corrupt
-from podctl.cabling.formats import End, write_iblinkinfo, write_ibnetdiscover
 from podctl.cli import main
+from podctl.ibfabric import corrupt
+from podctl.ibfabric.formats import End, write_iblinkinfo, write_ibnetdiscover
 
 
 def invoke(*args):
@@ -36,8 +36,15 @@ def test_findings_exit_1_and_json_lists_them(planned, tmp_path):
     assert data["ok"] is False
     (report,) = data["reports"]
     assert report["counts"] == {"missing": 1}
-    assert report["findings"] == [{"kind": "missing", "end_a": "ib-leaf-su01-r3[5]", "end_b": "dgx005 mlx5_4",
-                                   "expected": "ib-leaf-su01-r3[5]", "found": None}]
+    assert report["findings"] == [
+        {
+            "kind": "missing",
+            "end_a": "ib-leaf-su01-r3[5]",
+            "end_b": "dgx005 mlx5_4",
+            "expected": "ib-leaf-su01-r3[5]",
+            "found": None,
+        }
+    ]
 
 
 def test_usage_and_input_errors_exit_2(planned, tmp_path):

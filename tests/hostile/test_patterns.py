@@ -1,0 +1,110 @@
+"""No trailing-newline loophole: every pattern anchors at the true end of the string.
+
+Python's `$` (and so jsonschema's `pattern`) also matches before a final
+newline: `^[a-z]+$` accepts "batch\\n". The schema's patterns end in
+(?![\\s\\S]) instead, and podctl's own writers match whole strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from podctl import yamlout
+from podctl.site import schema
+
+from ..conftest import DATA, REPO
+from .schema_fields import _resolve, instances, string_fields
+
+TRUE_END = r"(?![\s\S])"
+BASES = [
+    yaml.safe_load(p.read_text())
+    for p in (
+        REPO / "inventory" / "sim" / "site.yaml",
+        DATA / "valid-every-field.yaml",
+        DATA / "valid-custom-profile.yaml",
+    )
+]
+
+
+def _patterns(node: Any, where: str = "") -> list[tuple[str, str]]:
+    out = []
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            out.append((where, node["pattern"]))
+        for key, value in node.items():
+            out += _patterns(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _patterns(value, f"{where}[{i}]")
+    return out
+
+
+PATTERNS = _patterns(schema())
+
+
+def test_the_schema_has_patterns() -> None:
+    assert len(PATTERNS) >= 25
+
+
+@pytest.mark.parametrize(("where", "pattern"), PATTERNS, ids=[w for w, _ in PATTERNS])
+def test_every_pattern_ends_at_the_true_end(where: str, pattern: str) -> None:
+    assert pattern.startswith("^") and pattern.endswith(TRUE_END), f"{where}: {pattern}"
+    assert not re.search(r"(?<!\\)\$", pattern), f"{where}: a bare $ matches before a final newline: {pattern}"
+
+
+def _field_patterns() -> list[tuple[tuple[str, ...], str]]:
+    out = []
+    for field in sorted(set(string_fields())):
+        node: Any = schema()
+        for step in field:
+            node = _resolve(node)
+            if step == "[]":
+                node = node["items"]
+            elif step == "{}":
+                node = node["additionalProperties"]
+            elif step == "<key>":
+                node = node["propertyNames"]
+            else:
+                node = node["properties"][step]
+        node = _resolve(node)
+        if "pattern" in node:
+            out.append((field, node["pattern"]))
+    return out
+
+
+FIELD_PATTERNS = _field_patterns()
+
+
+@pytest.mark.parametrize(("field", "pattern"), FIELD_PATTERNS, ids=["/".join(f) for f, _ in FIELD_PATTERNS])
+def test_valid_values_with_a_newline_do_not_match(field: tuple[str, ...], pattern: str) -> None:
+    values = {str(at[-1]) if field[-1] == "<key>" else _get(doc, at) for doc in BASES for at in instances(doc, field)}
+    assert values, f"no example of {field} in the base sites"
+    for value in values:
+        assert re.search(pattern, value), f"{value!r} should match {pattern}"
+        for hostile in (value + "\n", value + "\nallow 0.0.0.0/0", "\n" + value):
+            assert re.search(pattern, hostile) is None, f"{hostile!r} matches {pattern}"
+
+
+def _get(doc: Any, at: tuple[Any, ...]) -> Any:
+    for step in at:
+        doc = doc[step]
+    return doc
+
+
+@pytest.mark.parametrize("text", ["batch\n", "compute\n", "7d\n", "node01\n", "a\nb", "yes\n", "x: y\n"])
+def test_the_inventory_writer_never_writes_a_newline_as_a_plain_scalar(text: str) -> None:
+    dumped = yamlout.dump({"key": text, "list": [text], text.strip() or "k": 1})
+    assert yamlout.load(dumped) == {"key": text, "list": [text], text.strip() or "k": 1}
+    assert yaml.safe_load(dumped.replace("!unsafe ", "")) == yamlout.load(dumped)
+
+
+def test_init_refuses_a_pod_name_that_would_inject_yaml() -> None:
+    from podctl.errors import PodctlError
+    from podctl.init import render_site
+
+    with pytest.raises(PodctlError, match="--name"):
+        render_site("dgx-h100", 1, None, "pod\nextra: 1", "schema.json")

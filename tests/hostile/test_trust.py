@@ -1,0 +1,248 @@
+"""Trust on real pods: host keys verified as deploy verifies them, secrets kept out of artifacts,
+non-finite figures never passing, and readers of tool output linear in their input."""
+
+from __future__ import annotations
+
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+import yaml
+
+from podctl import remote
+from podctl.assets import roles_dir
+from podctl.inventory import SITE_VARS, write_inventory
+from podctl.model import Reference
+from podctl.redact import redact_tree, redact_urls
+from podctl.site import load_site
+from podctl.validate.judge import CheckRun, judge
+
+from ..conftest import REPO
+from .conftest import podctl
+
+
+class _Server(paramiko.ServerInterface):
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        return paramiko.AUTH_FAILED
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+
+@pytest.fixture
+def ssh_server() -> Iterator[tuple[int, paramiko.PKey]]:
+    """An SSH server on loopback with a host key of its own; it refuses every login."""
+    host_key = paramiko.Ed25519Key.from_private_key_file(str(_keyfile()))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            transport = paramiko.Transport(conn)
+            transport.add_server_key(host_key)
+            try:
+                transport.start_server(server=_Server())
+            except (paramiko.SSHException, EOFError, OSError):
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1], host_key
+    stop.set()
+    sock.close()
+
+
+def _keyfile() -> Path:
+    path = Path("/tmp") / "podctl-test-hostkey-ed25519"
+    return path if path.exists() else _new_key(path)
+
+
+def _nodes(port: int, key: Path | None, verify: bool) -> remote.Nodes:
+    target = remote.SshTarget("node01", "127.0.0.1", "root", key, verify_host_key=verify)
+    nodes = remote.Nodes({"node01": target})
+    original = nodes.connection
+
+    def on_port(host: str):  # the test server listens on a free port, not 22
+        conn = original(host)
+        conn.port = port
+        return conn
+
+    nodes.connection = on_port  # type: ignore[method-assign]
+    return nodes
+
+
+def _new_key(path: Path) -> Path:
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+def test_an_unknown_host_key_is_refused_on_a_real_pod(
+    ssh_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, host_key = ssh_server
+    client_key = _new_key(tmp_path / "client")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (known,))
+    result = _nodes(port, client_key, verify=True).run("node01", "true", timeout_s=10)
+    assert result.error and "host key is unknown" in result.error, result
+    # Known: the connection gets past the host key, to the login the server refuses.
+    known.write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
+    result = _nodes(port, client_key, verify=True).run("node01", "true", timeout_s=10)
+    assert result.error and "authentication failed" in result.error, result
+    # Another key under the same name: refused as a changed key.
+    other = paramiko.Ed25519Key.from_private_key_file(str(_new_key(tmp_path / "other")))
+    known.write_text(f"[127.0.0.1]:{port} {other.get_name()} {other.get_base64()}\n")
+    result = _nodes(port, client_key, verify=True).run("node01", "true", timeout_s=10)
+    assert result.error and "differs from the one in known_hosts" in result.error, result
+
+
+def test_the_sim_opts_out_of_host_key_checks(ssh_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    port, _ = ssh_server
+    monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
+    result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
+    assert result.error and "authentication failed" in result.error, result
+
+
+def test_validate_verifies_host_keys_unless_the_pod_is_the_sim() -> None:
+    from podctl.remote import site_nodes as ssh_nodes
+
+    sim = load_site(REPO / "inventory" / "sim" / "site.yaml")
+    real = load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml")
+    assert not any(t.verify_host_key for t in ssh_nodes(sim, None).targets.values())
+    assert all(t.verify_host_key for t in ssh_nodes(real, None).targets.values())
+
+
+SECRET = "s3cr3t-token"
+
+
+def _site_with_secret(tmp_path: Path) -> Path:
+    doc = yaml.safe_load((REPO / "inventory" / "sim" / "site.yaml").read_text())
+    doc["validation"]["tools"] = {"index_url": f"https://ci-user:{SECRET}@pypi.example.com/simple"}
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_secret_in_the_index_url_lives_only_in_a_0600_file(tmp_path: Path) -> None:
+    site = load_site(_site_with_secret(tmp_path))
+    write_inventory(site, tmp_path / "inv")
+    holding = [p for p in (tmp_path / "inv").rglob("*") if p.is_file() and SECRET in p.read_text()]
+    assert [str(p.relative_to(tmp_path / "inv")) for p in holding] == [SITE_VARS]
+    assert stat.S_IMODE(holding[0].stat().st_mode) == 0o600
+
+
+def test_plan_does_not_print_the_secret(tmp_path: Path) -> None:
+    for output in ("text", "json"):
+        ran = podctl("plan", str(_site_with_secret(tmp_path)), "-o", output)
+        assert ran.rc == 0, ran.err
+        assert SECRET not in ran.out
+    assert "ci-user:***@pypi.example.com" in ran.out  # the JSON plan: not cut to the terminal's width
+
+
+def test_run_artifacts_are_redacted(tmp_path: Path) -> None:
+    events = tmp_path / "artifacts" / "deploy" / "job_events"
+    events.mkdir(parents=True)
+    (events / "1-x.json").write_text('{"res": {"cmd": "pip install --index-url https://u:' + SECRET + '@h/s x"}}')
+    (tmp_path / "artifacts" / "deploy" / "stdout").write_text(f"Looking in indexes: https://u:{SECRET}@h/s\n")
+    assert redact_tree(tmp_path / "artifacts") == 2
+    for path in (tmp_path / "artifacts").rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text() and "u:***@h" in path.read_text()
+
+
+def test_the_pip_task_logs_nothing_when_the_index_holds_a_secret() -> None:
+    tasks = yaml.safe_load((roles_dir() / "validation_tools/tasks/install.yml").read_text())
+    pip = [t for t in tasks if "ansible.builtin.pip" in t]
+    assert pip and all(t.get("no_log") == "{{ _podctl_validation_tools_index_secret }}" for t in pip)
+
+
+@pytest.mark.parametrize("text", ["https://u:p@h/x", "x https://user:pw@host:8080/simple y", '"http://a:b@c"'])
+def test_redact_urls(text: str) -> None:
+    assert ":p@" not in redact_urls(text) and ":pw@" not in redact_urls(text) and ":b@" not in redact_urls(text)
+    assert "***@" in redact_urls(text)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_figures_never_pass(value: float) -> None:
+    import json
+
+    from podctl.validate.envelope import parse_envelope
+
+    text = json.dumps(
+        {
+            "check": "burnin",
+            "host": "n1",
+            "status": "pass",
+            "findings": [],
+            "details": {},
+            "measurements": [{"figure": "memory_bandwidth", "value": value, "unit": "GB/s"}],
+        }
+    )
+    run = CheckRun("burnin", "node", "n1", parse_envelope(text, 0, "", "burnin", "n1"))
+    cert = judge("pod", {"n1": [Reference("memory_bandwidth", 10.0, 0.1, "GB/s", "t")]}, [run])
+    assert not cert.certified and cert.failures["n1"]
+
+
+# -- readers of tool output: linear in the input, a 300 KB hostile line refused in under a second --
+
+HOSTILE_LINES = {
+    "spaces": " " * 300_000 + "x",
+    "digits": "1" * 300_000,
+    "brackets": "[" * 150_000 + "]" * 150_000,
+    "test-ids": "::test_a[ansible://" * 15_000,
+    "xid": "NVRM: Xid (" * 25_000,
+    "urls": "a://" * 75_000,
+    "pid": "pid=" * 75_000,
+}
+
+
+def _readers():
+    from podctl.validate.conformance.run import _TEST_LINE, parse_junit
+    from podctl.validate.envelope import parse_envelope
+    from podctl.validate.nccl import busbw
+    from validation.health import parse_cpuinfo, parse_ib_rate, parse_meminfo, parse_xid_events
+    from validation.units import parse_size
+
+    def size(text: str) -> None:
+        try:
+            parse_size(text)
+        except ValueError:
+            pass
+
+    return {
+        "envelope": lambda t: parse_envelope(t, 0, t, "health", "n1"),
+        "junit": lambda t: parse_junit(f"<testsuites><testcase name='{t[:1000]}'/></testsuites>", ["n1"]),
+        "pytest-progress": lambda t: _TEST_LINE.search(t),
+        "busbw-figure": lambda t: busbw({"measurements": [{"figure": t, "value": 1.0}]}, "all_reduce_busbw_16MiB"),
+        "xid": parse_xid_events,
+        "ib-rate": parse_ib_rate,
+        "meminfo": parse_meminfo,
+        "cpuinfo": parse_cpuinfo,
+        "size": size,
+        "redact": redact_urls,
+    }
+
+
+@pytest.mark.parametrize("reader", sorted(_readers()))
+def test_readers_are_linear_on_hostile_lines(reader: str) -> None:
+    read = _readers()[reader]
+    for name, line in HOSTILE_LINES.items():
+        started = time.monotonic()
+        read(line)
+        # Quadratic readers took 7 s and 112 s here on these lines; linear ones take milliseconds.
+        assert time.monotonic() - started < 1.0, f"{reader} on {name}"

@@ -1,0 +1,83 @@
+"""Rendering a role's templates on this machine, as the role would on a host of a site.
+
+ansible-playbook on localhost (connection local) with the site's rendered
+inventory, the role's defaults and vars, and the template module: nothing
+reaches a node. The deploy role tests and the tests that hand the files to
+their real consumers (Slurm's daemons, promtool, amtool) use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+from podctl.assets import roles_dir
+
+BIN = Path(sys.executable).parent
+
+
+def inventory_of(site: Path, out: Path) -> Path:
+    if not (out / "hosts.yml").is_file():
+        subprocess.run([str(BIN / "podctl"), "inventory", str(site), "-o", str(out)], check=True, capture_output=True)
+    return out
+
+
+def render_templates(
+    site: Path,
+    role: str,
+    host: str,
+    templates: Mapping[str, str],
+    tmp: Path,
+    overrides: Mapping[str, object] | None = None,
+) -> dict[str, str]:
+    """{file name: text} of the role's `templates` ({file name: template}) rendered for `host` of `site`."""
+    role_dir = roles_dir() / role
+    inventory = inventory_of(site, tmp / "inventory")
+    out = tmp / f"rendered-{role}-{host}"
+    out.mkdir(parents=True, exist_ok=True)
+    playbook = tmp / f"render-{role}-{host}.yml"
+    vars_files = [str(p) for p in (role_dir / "defaults" / "main.yml", role_dir / "vars" / "main.yml") if p.is_file()]
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Render",
+                    "hosts": host,
+                    "connection": "local",
+                    "gather_facts": False,
+                    "vars_files": vars_files,
+                    "tasks": [
+                        {
+                            "name": "Render",
+                            "ansible.builtin.template": {
+                                "src": str(role_dir / "templates" / "{{ item.value }}"),
+                                "dest": f"{out}/{{{{ item.key }}}}",
+                                "mode": "0644",
+                            },
+                            "loop": "{{ _podctl_test_templates | dict2items }}",
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    # Extra vars: the role's defaults are loaded as vars_files here, which would outrank play vars.
+    extra = tmp / f"extra-{role}-{host}.json"
+    extra.write_text(json.dumps({**(overrides or {}), "_podctl_test_templates": dict(templates)}))
+    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra}", str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return {name: (out / name).read_text() for name in templates}

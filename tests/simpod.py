@@ -1,24 +1,47 @@
-"""Helpers of the tests that bring up their own sim pod: run podctl, copy the sim site.
+"""Helpers of the tests that bring up a sim pod: run podctl, copy the sim site, the shared pod.
 
-Each such test module gets its own pod name and bridge, so pods of different
-modules never share addresses, and the default `sim` pod of `make demo` is
-left alone.
+Each pod gets its own name and bridge, so pods never share addresses, and the
+default `sim` pod of `make demo` is left alone. Most sim tests share one
+deployed pod (`Pod`, made once per session by tests/conftest.py's `sim_pod`);
+a test that breaks a pod beyond repair brings up its own.
+
+PODCTL_TEST_PODCTL names a podctl executable to run instead of this
+checkout's (CI sets it to a wheel installed in a virtualenv outside the
+checkout, so that the sim pod is deployed and validated by an installed podctl).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from tests.conftest import REPO, SIM_SITE
 
+SIM_POD = "simcert"
+SIM_SUBNET_PREFIX = "10.89.12."
+
+
+def podctl_command() -> list[str]:
+    installed = os.environ.get("PODCTL_TEST_PODCTL")
+    return [installed] if installed else [sys.executable, "-m", "podctl.cli"]
+
 
 def podctl(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "podctl.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, cwd=REPO)
+    # An installed podctl runs away from the checkout, so that nothing of it can be found from there.
+    cwd = Path(os.environ.get("TMPDIR", "/tmp")) if os.environ.get("PODCTL_TEST_PODCTL") else REPO
+    proc = subprocess.run(
+        [*podctl_command(), *args], capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"podctl {' '.join(args)} -> {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"podctl {' '.join(args)} -> {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -30,3 +53,67 @@ def sim_site_copy(pod: str, subnet_prefix: str, ipoib_supernet: str) -> str:
     # The copy lives elsewhere: the wheel folder `make sim-wheels` fills, by its absolute path.
     text = text.replace("../../.cache/validation-wheels", str(REPO / ".cache" / "validation-wheels"))
     return re.sub(r"(?m)^# yaml-language-server.*\n", "", text)
+
+
+# The logs of Slurm's daemons the consumer test reads.
+DAEMON_LOGS = {
+    "head01": ("/var/log/slurm/slurmctld.log", "/var/log/slurm/slurmdbd.log"),
+    "node01": ("/var/log/slurm/slurmd.log",),
+}
+
+
+@dataclass
+class Pod:
+    """The session's deployed sim pod: its site file and a folder for reports and runs."""
+
+    site: Path
+    base: Path
+    name: str = SIM_POD
+    first_deploy_stdout: str = ""
+
+    @property
+    def runs_dir(self) -> Path:
+        """Where the fixture's deploy and the deploy tests' re-runs write their run folders."""
+        return self.base / "runs"
+
+    def ssh(self, host: str, command: str) -> str:
+        """`command`'s stdout on `host` (its exit status is not checked)."""
+        return self.sh(host, command).stdout
+
+    def sh(self, host: str, command: str) -> subprocess.CompletedProcess[str]:
+        return podctl("sim", "exec", "--pod", self.name, host, "--", "sh", "-c", command, timeout=120, check=False)
+
+    def validate(self, name: str, *args: str, site: Path | None = None) -> tuple[int, dict, str]:
+        report = self.base / name
+        proc = podctl("validate", str(site or self.site), "--report", str(report), *args, check=False)
+        assert proc.returncode in (0, 1), f"validate -> {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        data = json.loads((report / "report.json").read_text())
+        return proc.returncode, data, proc.stdout + proc.stderr
+
+    def snapshot_daemon_logs(self) -> None:
+        """The daemons' logs as the session's deploy left them, before any test injects a fault
+        (a stopped munge or a removed node makes Slurm log errors on purpose)."""
+        for host, paths in DAEMON_LOGS.items():
+            for path in paths:
+                saved = self.base / "daemon-logs" / host / Path(path).name
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                saved.write_text(self.sh(host, f"cat {path}").stdout)
+
+    def daemon_logs_after_deploy(self) -> dict[str, str]:
+        """`host:path` -> the log's text when the deploy had finished."""
+        return {
+            f"{host}:{path}": (self.base / "daemon-logs" / host / Path(path).name).read_text()
+            for host, paths in DAEMON_LOGS.items()
+            for path in paths
+        }
+
+    def wait_idle(self, timeout_s: float = 240) -> None:
+        """Every compute node idle in Slurm again (after a fault was undone)."""
+        deadline = time.monotonic() + timeout_s
+        states = ""
+        while time.monotonic() < deadline:
+            states = self.sh("head01", "sinfo -h -N -o '%N %T' | sort -u").stdout
+            if states.split() and all(line.split()[1] == "idle" for line in states.strip().splitlines()):
+                return
+            time.sleep(3)
+        raise AssertionError(f"nodes not idle after {timeout_s:.0f} s:\n{states}")

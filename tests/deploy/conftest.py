@@ -1,49 +1,26 @@
 """Fixtures for the deploy integration tests.
 
-Starts: the test pod `simdeploy` (inventory/sim/site.yaml renamed, on its own
-bridge 10.89.11.0/24 so it never collides with the default sim pod): four
-systemd containers via `podctl sim up`, once per session, removed at its end
-unless PODCTL_KEEP_POD=1. Then `podctl deploy` runs real Ansible against them.
+The deploy tests run on the session's shared sim pod (tests/conftest.py: `sim_pod`, pod
+`simcert` on 10.89.12.0/24, 1 head + 3 compute), whose fixture deploys every stage once with
+real Ansible; tests/conftest.py runs test_deploy_sim.py before any other test touches that pod,
+so its first deploy and no-change re-run are judged on the pod as deployed.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.simpod import podctl, sim_site_copy
+from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod
 
 REPO = Path(__file__).resolve().parents[2]
-POD = "simdeploy"
-SUBNET_PREFIX = "10.89.11."
+POD = SIM_POD
+SUBNET_PREFIX = SIM_SUBNET_PREFIX
+# The IPoIB supernet tests/conftest.py gives the shared pod.
+IPOIB_SUPERNET_PREFIX = "172.24."
 
 
-def deploy_site_text() -> str:
-    return sim_site_copy(POD, SUBNET_PREFIX, "172.31.0.0/16")
-
-
-@dataclass
-class DeployPod:
-    site: Path
-    runs_dir: Path
-
-    def ssh(self, host: str, command: str) -> str:
-        proc = podctl("sim", "exec", "--pod", POD, host, "--", "sh", "-c", command, timeout=60, check=False)
-        return proc.stdout
-
-
-@pytest.fixture(scope="session")
-def deploy_pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployPod]:
-    if os.geteuid() != 0:
-        pytest.skip("the sim needs root")
-    base = tmp_path_factory.mktemp("deploy")
-    site = base / "site.yaml"
-    site.write_text(deploy_site_text())
-    podctl("sim", "up", str(site), timeout=600)
-    yield DeployPod(site=site, runs_dir=base / "runs")
-    if not os.environ.get("PODCTL_KEEP_POD"):
-        podctl("sim", "down", "--pod", POD, timeout=300, check=False)
+@pytest.fixture(scope="module")
+def deploy_pod(sim_pod: Pod) -> Pod:
+    return sim_pod

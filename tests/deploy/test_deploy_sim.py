@@ -1,12 +1,12 @@
 """`podctl deploy` end to end on the test pod (1 head + 3 compute): every stage.
 
-Starts: the simdeploy sim pod (see conftest.py), then real Ansible through
-ansible-runner, which installs and starts inside the containers chrony,
+Uses the session's shared sim pod (see conftest.py), deployed once by its fixture with
+real Ansible through ansible-runner, which installs and starts inside the containers chrony,
 munge, slurmctld, slurmdbd + MariaDB, slurmd (Debian's Slurm), Prometheus,
 Alertmanager, node_exporter and the Slurm exporter, and pip-installs torch
 from the wheel folder `make sim-wheels` makes into a virtualenv on the shared
 /home/shared (the validation-tools stage). The tests run in order
-and build on each other (one pod, deployed once): first deploy, the pod's
+and build on each other (one pod, deployed once, and these tests first): the first deploy, the pod's
 behaviour (Slurm jobs, accounting, Prometheus targets, the munge key), a
 no-change re-run, a config change that must reconfigure rather than restart,
 and a node killed mid-run.
@@ -23,16 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from .conftest import POD, REPO, DeployPod, podctl
+from tests.simpod import Pod as DeployPod
+from tests.simpod import podctl
+
+from .conftest import IPOIB_SUPERNET_PREFIX, POD, REPO, SUBNET_PREFIX
 
 pytestmark = [pytest.mark.deploy, pytest.mark.sim]
 
 ALL_STAGES = ["os", "fabric", "storage", "slurm", "monitoring", "validation-tools"]
 OTHERS = ["head01", "node01", "node02"]
 COMPUTE = ["node01", "node02", "node03"]
-HEAD_ADDRESS = "10.89.11.10"
+HEAD_ADDRESS = f"{SUBNET_PREFIX}10"
 
 
 def _newest_run(runs_dir: Path) -> Path:
@@ -42,8 +44,7 @@ def _newest_run(runs_dir: Path) -> Path:
 
 
 def _deploy(pod: DeployPod, *extra: str, expect_rc: int = 0) -> tuple[dict[str, Any], str]:
-    proc = podctl("deploy", str(pod.site), "--runs-dir", str(pod.runs_dir), *extra,
-                  timeout=1200, check=False)
+    proc = podctl("deploy", str(pod.site), "--runs-dir", str(pod.runs_dir), *extra, timeout=1200, check=False)
     assert proc.returncode == expect_rc, f"rc {proc.returncode}\n{proc.stdout[-5000:]}\n{proc.stderr[-3000:]}"
     run_dir = _newest_run(pod.runs_dir)
     assert str(run_dir) in proc.stdout  # the run directory is named in the output
@@ -51,7 +52,11 @@ def _deploy(pod: DeployPod, *extra: str, expect_rc: int = 0) -> tuple[dict[str, 
 
 
 def test_first_deploy(deploy_pod: DeployPod) -> None:
-    recap, _ = _deploy(deploy_pod)
+    # The shared pod's fixture ran the first deploy; its run is the only one so far.
+    run_dirs = [p for p in deploy_pod.runs_dir.iterdir() if p.name.endswith("-deploy")]
+    assert len(run_dirs) == 1, run_dirs
+    assert str(run_dirs[0]) in deploy_pod.first_deploy_stdout  # the run directory is named in the output
+    recap = json.loads((run_dirs[0] / "recap.json").read_text())
     assert recap["stages"] == ALL_STAGES
     for host, r in recap["hosts"].items():
         assert r["failed"] == 0 and r["unreachable"] == 0, host
@@ -75,15 +80,15 @@ def test_rerun_changes_nothing_and_reports_hardware_gates(deploy_pod: DeployPod)
 
 def test_rendered_files_on_the_nodes(deploy_pod: DeployPod) -> None:
     ib0 = deploy_pod.ssh("node01", "cat /etc/systemd/network/60-podctl-ib0.network")
-    assert "Address=172.31.0.1/24" in ib0 and "MTUBytes=4092" in ib0
+    assert f"Address={IPOIB_SUPERNET_PREFIX}0.1/24" in ib0 and "MTUBytes=4092" in ib0
     assert "routing_engine ftree" in deploy_pod.ssh("head01", "cat /etc/opensm/opensm.conf")
     assert "ipoib" in deploy_pod.ssh("head01", "cat /etc/opensm/partitions.conf")
     unit = deploy_pod.ssh("node02", "cat /etc/systemd/system/home-shared.mount")
     assert "What=head01:/export/home" in unit and "Options=rw,hard,vers=4.2,_netdev" in unit
-    assert "allow 10.89.11.0/24" in deploy_pod.ssh("head01", "cat /etc/chrony/chrony.conf")
-    assert "server 10.89.11.10 iburst" in deploy_pod.ssh("node03", "cat /etc/chrony/chrony.conf")
+    assert f"allow {SUBNET_PREFIX}0/24" in deploy_pod.ssh("head01", "cat /etc/chrony/chrony.conf")
+    assert f"server {SUBNET_PREFIX}10 iburst" in deploy_pod.ssh("node03", "cat /etc/chrony/chrony.conf")
     assert deploy_pod.ssh("node01", "id -u munge; id -u slurm; id -u prometheus").split() == ["900", "901", "902"]
-    assert "10.89.11.13 node03.sim.podctl.internal node03" in deploy_pod.ssh("node01", "cat /etc/hosts")
+    assert f"{SUBNET_PREFIX}13 node03.sim.podctl.internal node03" in deploy_pod.ssh("node01", "cat /etc/hosts")
     assert "memlock unlimited" in deploy_pod.ssh("node01", "cat /etc/security/limits.d/90-podctl-hpc.conf")
 
 
@@ -91,7 +96,9 @@ def test_validation_tools_on_every_compute_node(deploy_pod: DeployPod) -> None:
     # Installed once on the shared /home/shared (from the wheel folder), seen by every compute node.
     python = "/home/shared/podctl-validation/venv/bin/python"
     for host in COMPUTE:
-        out = deploy_pod.ssh(host, f"cd / && {python} -c 'import torch, validation; print(torch.__version__, validation.__file__)'")
+        out = deploy_pod.ssh(
+            host, f"cd / && {python} -c 'import torch, validation; print(torch.__version__, validation.__file__)'"
+        )
         assert out.split() == ["2.13.0+cpu", "/home/shared/podctl-validation/src/validation/__init__.py"], (host, out)
     assert "usage" in deploy_pod.ssh("node02", f"cd /tmp && {python} -m validation.health --help")
 
@@ -154,7 +161,8 @@ def test_munge_key_identical_everywhere_mode_0400_and_in_no_artifact(deploy_pod:
     digests = set()
     for host in ["head01", *COMPUTE]:
         owner, mode, digest = deploy_pod.ssh(
-            host, "stat -c '%U %a' /etc/munge/munge.key && sha256sum < /etc/munge/munge.key").split()[:3]
+            host, "stat -c '%U %a' /etc/munge/munge.key && sha256sum < /etc/munge/munge.key"
+        ).split()[:3]
         assert (owner, mode) == ("munge", "400"), host
         digests.add(digest)
     assert len(digests) == 1
@@ -167,12 +175,15 @@ def test_a_partition_change_reconfigures_without_restarting_slurmd(deploy_pod: D
 
     before = main_pids()
     assert all(pid not in ("", "0") for pid in before.values()), before
-    site = yaml.safe_load(deploy_pod.site.read_text())
-    site["slurm"]["partitions"][0]["max_time"] = "04:00:00"
-    deploy_pod.site.write_text(yaml.safe_dump(site, sort_keys=False))
+    # Edited as a person would, in place: the other tests on this pod read the site file's text.
+    text = deploy_pod.site.read_text()
+    assert text.count('max_time: "02:00:00"') == 1
+    deploy_pod.site.write_text(text.replace('max_time: "02:00:00"', 'max_time: "04:00:00"'))
     recap, _ = _deploy(deploy_pod, "--only", "slurm")
-    events = [json.loads(p.read_text()) for p in
-              (_newest_run(deploy_pod.runs_dir) / "artifacts" / "deploy" / "job_events").glob("*.json")]
+    events = [
+        json.loads(p.read_text())
+        for p in (_newest_run(deploy_pod.runs_dir) / "artifacts" / "deploy" / "job_events").glob("*.json")
+    ]
     ran = {e["event_data"].get("task") for e in events if e.get("event") == "runner_on_ok"}
     assert "Reconfigure slurm" in ran and "Restart slurmd" not in ran
     assert recap["hosts"]["node01"]["changed"] >= 1
@@ -194,7 +205,11 @@ def test_killed_node_fails_alone_and_rerun_converges(deploy_pod: DeployPod) -> N
     before = {p.name for p in deploy_pod.runs_dir.iterdir()}
     proc = subprocess.Popen(
         [sys.executable, "-m", "podctl.cli", "deploy", str(deploy_pod.site), "--runs-dir", str(deploy_pod.runs_dir)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def node03_inside_os_role() -> bool:
         new = [p for p in deploy_pod.runs_dir.iterdir() if p.name not in before and p.name.endswith("-deploy")]
@@ -235,7 +250,6 @@ def test_killed_node_fails_alone_and_rerun_converges(deploy_pod: DeployPod) -> N
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap["hosts"].values())
     assert all(recap["hosts"][h]["changed"] == 0 for h in ["node01", "node02"])
     _wait_for(lambda: _sinfo_states(deploy_pod) == {n: "idle" for n in COMPUTE}, 120, "every node idle again")
-
 
 
 def test_zz_munge_key_in_no_artifact_of_any_run(deploy_pod: DeployPod) -> None:

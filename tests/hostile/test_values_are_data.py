@@ -114,13 +114,15 @@ def _snapshot(root: Path, skip: Path) -> set[str]:
     return {str(p) for p in root.rglob("*") if skip not in p.parents and p != skip}
 
 
-def _poison(data: Any, suffix: str, key: str = "") -> Any:
-    """Every string leaf with `suffix` appended, but connection variables (ssh needs them)."""
+def _poison(data: Any, suffix: str, hosts: frozenset[str], key: str = "") -> Any:
+    """Every string leaf with `suffix` appended, but connection variables (ssh needs them) and the
+    node names: they are the inventory's host names (hosts.yml, left as written), and the roles'
+    preflight rightly stops a node that is not in the host list it is given."""
     if isinstance(data, dict):
-        return {k: _poison(v, suffix, k) for k, v in data.items()}
+        return {k: _poison(v, suffix, hosts, k) for k, v in data.items()}
     if isinstance(data, list):
-        return [_poison(v, suffix, key) for v in data]
-    if isinstance(data, str) and not key.startswith("ansible_"):
+        return [_poison(v, suffix, hosts, key) for v in data]
+    if isinstance(data, str) and not key.startswith("ansible_") and data not in hosts:
         return data + suffix
     return data
 
@@ -155,10 +157,11 @@ def test_hostile_inventory_values_render_as_text(sim_pod: Any, tmp_path: Path, t
     work = tmp_path / "work"
     inventory = work / "inventory"
     write_inventory(site, inventory)
+    hosts = frozenset(n.hostname for n in site.nodes)
     for rel in render(site):
         if rel != "hosts.yml":
             path = inventory / rel
-            data = _poison(yamlout.load(path.read_text()), suffix)
+            data = _poison(yamlout.load(path.read_text()), suffix, hosts)
             path.write_text(yamlout.dump(data) if tagged else yaml.safe_dump(data))
     before = _snapshot(tmp_path, work)
     settings = ansible_settings(

@@ -35,6 +35,10 @@ spine-core cables the subnet manager's routes never take) carries no test. Port 
 `PortEvidence` (a port down, trained below its width or speed, or counting errors; from
 ibqueryerrors/perfquery or an HCA's sysfs counters, attributed to the plan's cable) names a
 cable directly, and a failing test it explains needs no other culprit.
+
+Why one module of this size: `Localizer` is one search over one evidence state (what is
+cleared, what each failing test still holds); its steps read and narrow that state in turn, and
+the zero-false-accusation argument above is checked by reading them together.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The conformance suite: does the deployed pod match what podctl would deploy now?
 
-`run.run_conformance` renders the configuration files the roles write
-(playbooks/render-configs.yml), runs the testinfra tests in
-test_conformance.py against every host of the inventory, and turns their
-JUnit XML into one CheckRun per host.
+`run.run_conformance` runs the roles' configuration steps in check mode with
+diffs against every host (drift.py: the roles are the one statement of what a
+node's files hold), runs the testinfra tests in test_conformance.py against
+every host of the inventory, and turns both into one CheckRun per host.
 """
 
 from .common import CHECKS, Check

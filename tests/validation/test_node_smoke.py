@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 from validation.gpt import GPT, PRESETS, GPTConfig, flops_per_token, parameter_count, synthetic_batch
-from validation.smoke import _compare_state, loss_spikes
+from validation.result import Report
+from validation.smoke import REPLICA_RTOL, _differences, checkpoint_findings, loss_spikes
 
 
 def test_944m_preset_size_and_flops() -> None:
@@ -109,11 +111,59 @@ def test_a_too_high_learning_rate_fails_the_smoke_with_the_spike(run_module) -> 
 def test_state_comparison_catches_one_flipped_bit() -> None:
     a = {"w": torch.randn(64), "opt": {"step": torch.tensor(3.0)}}
     b = {"w": a["w"].clone(), "opt": {"step": torch.tensor(3.0)}}
-    assert _compare_state(a, b, "") == []
+    assert _differences(a, b, "") == []
     b["w"].view(torch.int32)[7] ^= 1
-    assert _compare_state(a, b, "") == ["w"]
+    (w,) = _differences(a, b, "")
+    assert w["name"] == "w" and w["elements"] == 1 and w["of"] == 64 and 0 < w["relative"] < 1e-5
     b["opt"]["step"] = torch.tensor(3.0, dtype=torch.float64)
-    assert _compare_state(a, b, "") == ["opt.step", "w"]
+    assert [d["name"] for d in _differences(a, b, "")] == ["opt.step", "w"]
+    assert _differences(a, b, "")[0]["relative"] == math.inf
+
+
+def _rank(rank: int, **checkpoint: object) -> dict:
+    ck = {"visible": True, "exact": True, "sha256": "ab", "read_bytes": 10, "replica_differences": []}
+    ck.update(checkpoint)
+    return {"rank": rank, "host": f"node{rank}", "checkpoint": ck}
+
+
+def _judged(*ranks: dict) -> list[tuple[str, str | None, str]]:
+    report = Report("smoke")
+    checkpoint_findings(report, list(ranks), lambda r: r["host"])
+    return [(f.severity, f.device, f.message) for f in report.findings]
+
+
+def test_every_rank_agreeing_with_the_writer_is_no_finding() -> None:
+    assert _judged(_rank(0, bytes=10), _rank(1), _rank(2)) == []
+
+
+def test_a_rank_served_other_bytes_is_named_for_the_storage() -> None:
+    (finding,) = _judged(_rank(0, bytes=10), _rank(1, sha256="cd", read_bytes=4096), _rank(2))
+    assert finding[:2] == ("error", "node1") and "shared storage served other content" in finding[2]
+
+
+def test_a_restore_that_is_not_exact_fails_that_rank() -> None:
+    diff = {"name": "model.w", "elements": 3, "of": 64, "relative": 0.5}
+    (finding,) = _judged(_rank(0, bytes=10), _rank(1, exact=False, restore_differences=[diff]))
+    assert finding[:2] == ("error", "node1") and "not bit-exact: model.w (3 of 64 elements" in finding[2]
+
+
+def test_a_replica_apart_from_rank_0s_fails_unless_by_rounding_only() -> None:
+    far = {"name": "model.w", "elements": 40, "of": 64, "relative": 0.01}
+    near = {"name": "model.tok_emb.weight", "elements": 2, "of": 32768, "relative": 3e-7}
+    judged = _judged(
+        _rank(0, bytes=10),
+        _rank(1, replica_differences=[far], replica_max_relative=0.01),
+        _rank(2, replica_differences=[near], replica_max_relative=3e-7),
+    )
+    assert [(s, d) for s, d, _ in judged] == [("error", "node1"), ("warning", "node2")]
+    assert "diverged from rank 0's: model.w" in judged[0][2] and "rounding level" in judged[1][2]
+    assert 3e-7 < REPLICA_RTOL < 0.01
+
+
+def test_the_writer_whose_file_differs_from_its_model_fails_at_any_size() -> None:
+    near = {"name": "model.w", "elements": 1, "of": 64, "relative": 1e-9}
+    (finding,) = _judged(_rank(0, bytes=10, replica_differences=[near], replica_max_relative=1e-9))
+    assert finding[:2] == ("error", "node0") and "does not hold what rank 0 saved" in finding[2]
 
 
 def test_two_gloo_ranks_train_and_restore_exactly(run_module, tmp_path: Path) -> None:
@@ -139,7 +189,8 @@ def test_two_gloo_ranks_train_and_restore_exactly(run_module, tmp_path: Path) ->
         assert rank["loss_finite"]
         assert rank["loss_last_window"] < rank["loss_first_window"]
         ck = rank["checkpoint"]
-        assert ck["visible"] and ck["exact"] and ck["mismatched"] == [] and ck["tensors"] > 10
+        assert ck["visible"] and ck["exact"] and ck["restore_differences"] == [] and ck["tensors"] > 10
+        assert ck["sha256"] == details["ranks"][0]["checkpoint"]["sha256"]
     assert str(tmp_path) in details["ranks"][1]["checkpoint"]["path"]
     assert list(tmp_path.iterdir()) == []  # rank 0 cleaned up after everyone compared
     node = next(m for m in envelope["measurements"] if m["figure"] == "smoke_tflops_per_node")

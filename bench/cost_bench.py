@@ -18,7 +18,7 @@ fits each step's cost against N (least squares on log-log: the exponent says wha
 than linear), models a 1,344-node pod and plots the curves (bench/results/<date>-cost-curves.png).
 
     .venv/bin/python bench/cost_bench.py [--sizes 4,8,16,32] [--out FILE]
-    .venv/bin/python bench/cost_bench.py --fit bench/results/2026-12-01-cost-bench.json
+    .venv/bin/python bench/cost_bench.py --fit bench/results/2026-12-01-cost-bench.json [MORE.json ...]
 
 Needs root, podman and the sim image (make sim-setup). Uses its own pods (`costN`, 10.89.2xx.0/24)
 and removes each after measuring it. Long: about two hours on a 2-core host; not part of CI.
@@ -77,10 +77,30 @@ def measured(cmd: list[str], timeout: float) -> dict[str, float | int | str]:
         # ru_maxrss of children is the largest child's, in KiB, over the process's life: a lower bound per step
         "peak_rss_mib": round(after.ru_maxrss / 1024, 1),
         "tail": (proc.stdout[-600:] + proc.stderr[-600:]) if proc.returncode not in (0, 1) else proc.stdout[-300:],
+        "phase_wall_s": phase_walls(proc.stdout + proc.stderr),
     }
 
 
-def bench_size(nodes: int, folder: Path, log) -> dict:
+_PROGRESS = re.compile(r"^\s*(?P<t>\d+(?:\.\d+)?)s (?P<phase>[a-z]+):", re.M)
+
+
+def phase_walls(text: str) -> dict[str, float]:
+    """Seconds per suite of one validate run, from its progress lines ('  79.3s health: ...'):
+    from a suite's first line to the next suite's first line (or its own last line)."""
+    starts: dict[str, float] = {}
+    last = 0.0
+    for m in _PROGRESS.finditer(text):
+        t = float(m.group("t"))
+        last = max(last, t)
+        if m.group("phase") in SUITES:
+            starts.setdefault(m.group("phase"), t)
+    order = sorted(starts.items(), key=lambda kv: kv[1])
+    return {
+        phase: round((order[i + 1][1] if i + 1 < len(order) else last) - t, 1) for i, (phase, t) in enumerate(order)
+    }
+
+
+def bench_size(nodes: int, folder: Path, log, per_suite: bool = True, save=lambda out: None) -> dict:
     site = site_for(nodes, folder)
     pod = f"cost{nodes}"
     out: dict = {"nodes": nodes, "compute": nodes - 1, "steps": {}}
@@ -96,7 +116,7 @@ def bench_size(nodes: int, folder: Path, log) -> dict:
             log(nodes, f"deploy {stage}", step[f"deploy:{stage}"])
         step["deploy:no-change"] = measured([*podctl(), "deploy", str(site), "--runs-dir", str(runs)], 5400)
         log(nodes, "no-change re-run", step["deploy:no-change"])
-        for suite in SUITES:
+        for suite in SUITES if per_suite else ():
             report = folder / f"report{nodes}-{suite}"
             step[f"validate:{suite}"] = measured(
                 [*podctl(), "validate", str(site), "--suite", suite, "--report", str(report)], 5400
@@ -119,6 +139,7 @@ def bench_size(nodes: int, folder: Path, log) -> dict:
             log(nodes, f"validate with {victim} at 100 Mb/s", step["validate:fault"])
         finally:
             subprocess.run([*podctl(), "sim", "fault", "--pod", pod, victim, "--clear"], check=False)
+        save(out)  # before the pod goes down: removing a large pod takes minutes
     finally:
         subprocess.run([*podctl(), "sim", "down", "--pod", pod], capture_output=True, check=False)
     return out
@@ -128,7 +149,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="4,8,16,32")
     p.add_argument("--out", type=Path)
-    p.add_argument("--fit", type=Path, help="fit and plot a results file instead of measuring")
+    p.add_argument(
+        "--no-per-suite",
+        action="store_true",
+        help="validate all suites once, not also suite by suite (its progress lines still time each suite)",
+    )
+    p.add_argument("--fit", type=Path, nargs="+", help="fit and plot results files instead of measuring")
     args = p.parse_args()
     if args.fit:
         return fit(args.fit)
@@ -149,7 +175,11 @@ def main() -> int:
               f"peak {m['peak_rss_mib']:>6.0f} MiB  load {load:.1f}", flush=True)  # fmt: skip
 
     for nodes in [int(n) for n in args.sizes.split(",")]:
-        results["sizes"].append(bench_size(nodes, work, log))
+
+        def save(out: dict, done: list = results["sizes"]) -> None:
+            out_path.write_text(json.dumps({**results, "sizes": [*done, out]}, indent=1) + "\n")
+
+        results["sizes"].append(bench_size(nodes, work, log, not args.no_per_suite, save))
         out_path.write_text(json.dumps(results, indent=1) + "\n")  # after each size: a partial run keeps its figures
     print(f"wrote {out_path}")
     return 0
@@ -166,9 +196,11 @@ def _loglog(ns: list[float], ys: list[float]) -> tuple[float, float]:
     return math.exp(my - b * mx), b
 
 
-def fit(path: Path) -> int:
-    data = json.loads(path.read_text())
-    sizes = data["sizes"]
+def fit(paths: list[Path]) -> int:
+    """Fit the sizes of one or more results files (merged, smallest pod first); the fit and the plot
+    are written next to the last file."""
+    sizes = sorted((z for p in paths for z in json.loads(p.read_text())["sizes"]), key=lambda z: z["nodes"])
+    path = paths[-1]
     steps = sorted({s for size in sizes for s in size["steps"]}, key=lambda s: (s.split(":")[0], s))
     print(f"{'step':<26} {'N':>24} {'exponent wall':>14} {'exponent cpu':>13} {'cpu s per node':>15}")
     fits = {}
@@ -204,7 +236,7 @@ def fit(path: Path) -> int:
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     axes[1].legend(fontsize=6, ncol=2)
-    out = path.with_name(path.name.replace("cost-bench.json", "cost-curves.png"))
+    out = path.with_name(path.name.replace(".json", "").replace("cost-bench", "cost-curves") + ".png")
     fig.savefig(out, dpi=110, bbox_inches="tight")
     print(f"wrote {out}")
     return 0

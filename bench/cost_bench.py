@@ -174,13 +174,11 @@ def main() -> int:
         print(f"N={nodes:>3} {what:<28} rc {m['rc']}  wall {m['wall_s']:>7.1f} s  cpu {m['cpu_s']:>7.1f} s  "
               f"peak {m['peak_rss_mib']:>6.0f} MiB  load {load:.1f}", flush=True)  # fmt: skip
 
+    def save(out: dict) -> None:  # a partial run keeps its figures: the sizes done, and this one
+        out_path.write_text(json.dumps({**results, "sizes": [*results["sizes"], out]}, indent=1) + "\n")
+
     for nodes in [int(n) for n in args.sizes.split(",")]:
-
-        def save(out: dict, done: list = results["sizes"]) -> None:
-            out_path.write_text(json.dumps({**results, "sizes": [*done, out]}, indent=1) + "\n")
-
         results["sizes"].append(bench_size(nodes, work, log, not args.no_per_suite, save))
-        out_path.write_text(json.dumps(results, indent=1) + "\n")  # after each size: a partial run keeps its figures
     print(f"wrote {out_path}")
     return 0
 
@@ -196,10 +194,15 @@ def _loglog(ns: list[float], ys: list[float]) -> tuple[float, float]:
     return math.exp(my - b * mx), b
 
 
+def load_sizes(paths: list[Path]) -> list[dict]:
+    """The measured sizes of one or more results files, smallest pod first."""
+    return sorted((z for p in paths for z in json.loads(p.read_text())["sizes"]), key=lambda z: z["nodes"])
+
+
 def fit(paths: list[Path]) -> int:
     """Fit the sizes of one or more results files (merged, smallest pod first); the fit and the plot
     are written next to the last file."""
-    sizes = sorted((z for p in paths for z in json.loads(p.read_text())["sizes"]), key=lambda z: z["nodes"])
+    sizes = load_sizes(paths)
     path = paths[-1]
     steps = sorted({s for size in sizes for s in size["steps"]}, key=lambda s: (s.split(":")[0], s))
     print(f"{'step':<26} {'N':>24} {'exponent wall':>14} {'exponent cpu':>13} {'cpu s per node':>15}")

@@ -28,13 +28,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cost_bench import STAGES, load_sizes
+
 from podctl.ansible import MAX_FORKS
 from podctl.facts import Facts
 from podctl.init import render_site
 from podctl.site import load_site
 from podctl.validate.nccl import MAX_CONCURRENT_JOBS, pairwise_rounds
 
-STAGES = ("os", "fabric", "storage", "slurm", "monitoring", "validation-tools")
 ANSIBLE_STEPS = (*(f"deploy:{s}" for s in STAGES), "deploy:no-change", "validate:conformance")
 
 
@@ -100,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--job-s", type=float, default=30.0, help="one pairwise NCCL job on a real pod, seconds")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    sizes = sorted(
-        (z for path in args.results for z in json.loads(path.read_text())["sizes"]), key=lambda z: z["nodes"]
-    )
+    sizes = load_sizes(args.results)
     m = model(sizes, args.nodes, args.cores, args.forks, args.job_s)
     m["measured_sizes"] = [z["nodes"] for z in sizes]
     print(f"{m['nodes']} nodes, controller {args.cores} cores, {args.forks} forks; measured at {m['measured_sizes']}")

@@ -27,6 +27,10 @@ The search, in rounds of node-disjoint tests:
    candidate cables, one pair per candidate routed over that cable and over
    cleared cables only.
 
+`Localizer.resolve` starts instead from rounds measured already (the pod suite's pairwise
+rounds): their failing tests' uncleared nodes go to step 2 as single nodes, then step 3
+without its all-nodes check (an all-nodes figure is what could not be trusted there).
+
 Steps 2 and 3 each run their tests for every fault at once, so the rounds grow
 with log2 of the SU size and a few fixed steps, not with k.
 
@@ -95,7 +99,7 @@ class PortEvidence:
 class Diagnosis:
     bad_nodes: tuple[str, ...]
     bad_links: tuple[tuple[str, str], ...]  # (end_a, end_b), see link_ends
-    rounds_used: int  # including the first all-nodes round
+    rounds_used: int  # rounds the search ran: run() counts its all-nodes round; resolve() not the rounds given
     tests_run: int
     bad_cables: tuple[Cable, ...] = ()  # the plan's cables behind bad_links
     suspects: tuple[str, ...] = ()  # elements of failing tests that nothing accused explains
@@ -274,6 +278,30 @@ class Localizer:
                 return candidate
         return None
 
+    def resolve(self, measured: Sequence[Sequence[Result]]) -> Diagnosis:
+        """Localize from rounds measured already (the pod suite's pairwise rounds), not from an
+        all-nodes test. Their results are the evidence; the nodes of every failing test that no
+        passing test cleared are each tried against a cleared partner, per rail, as step 2 does
+        with a half of one node; then step 3 between SUs, without its all-nodes check. For a
+        pair that fails where the all-nodes test passed: on a sim pod that test's figure is
+        scaled for co-hosted nodes and can hide a slow one; pairs never are.
+
+        The measured rounds are not counted in rounds_used and tests_run: those are the rounds
+        this search ran itself."""
+        for results in measured:
+            for result in results:
+                self._record(result)
+                if len(result.test.nodes) == 2:
+                    self.tried_pairs.add(frozenset(result.test.nodes))
+        failing = [r.test for results in measured for r in results if not self._passed(r.bandwidth)]
+        if failing:
+            order = {h: i for i, h in enumerate(self.hosts)}
+            suspects = {n for test in failing for n in test.nodes if n in order and not self._good(n)}
+            self._split([], sorted(suspects, key=order.__getitem__))
+            if sum(1 for su in self.units if su) > 1:
+                self._links(check=False)
+        return self._diagnosis()
+
     def _nodes(self) -> None:
         units = [su for su in self.units if su]
         groups: list[tuple[str, ...]] = []
@@ -286,6 +314,11 @@ class Localizer:
             for result in self._run(su_tests):
                 if not self._passed(result.bandwidth):
                     groups.append(result.test.nodes)
+        self._split(groups, singles)
+
+    def _split(self, groups: list[tuple[str, ...]], singles: list[str]) -> None:
+        """Halve every failing group at once, and pair every single node with a cleared partner
+        (measured per rail), until nothing is left to split."""
         while groups or singles:
             tests: list[Test] = []
             candidates = list(singles)
@@ -349,12 +382,12 @@ class Localizer:
             in_failing |= elements
         return set(self.switch_cables - ev.cleared - in_failing)
 
-    def _links(self) -> None:
+    def _links(self, check: bool = True) -> None:
         good_units = [[h for h in su if self._good(h)] for su in self.units]
         good = tuple(h for su in good_units for h in su)
         if len(good) < 2:
             return
-        if self._accused() or self.evidence.failing:
+        if check and (self._accused() or self.evidence.failing):
             # Something was found already: does anything remain among the rest?
             check = self._run([Test(good)])
             if self._passed(check[0].bandwidth):

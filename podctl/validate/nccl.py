@@ -7,7 +7,10 @@ Order of work:
    of node-disjoint Slurm jobs until the evidence names the bad nodes and cables;
 2. pairwise rounds over the fabric plan (ring algorithm pinned), disjoint pairs
    in each round, until every node has been in a pair: the report's pairwise
-   matrix, and a check that no pair is slow where localization saw nothing;
+   matrix, and a check that no pair is slow where localization saw nothing; when one is
+   (an all-nodes test that passed, a pair that did not: on a sim pod of many co-hosted
+   nodes the all-nodes figure is scaled and can hide a slow node), localization starts
+   again from the pairs' results and tries their nodes against cleared partners;
 3. when nothing was found, all nodes once more with every collective over the
    size sweep, for the report's busbw curves (a slow node would only make the
    sweep crawl: it is skipped when localization named something).
@@ -24,10 +27,10 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..localize.localize import Diagnosis, PortEvidence, Result, localize
+from ..localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
 from ..localize.routing import Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
 from ..topology import FabricPlan
@@ -268,7 +271,7 @@ def run_nccl(
     if len(hosts) < 2:
         return NcclOutcome([], [], None, 0)
     diagnosis: Diagnosis | None = None
-    localized_rounds = 0
+    measuring = 0  # rounds that are not localization: the pairwise rounds and the sweep
     try:
         if spec.bound is None:
             tester.run_round([Test(tuple(hosts))])
@@ -277,17 +280,17 @@ def run_nccl(
                 plan, tester, spec.bound, router, hosts=hosts, hca_names=spec.hca_names, port_evidence=port_evidence
             )
             if not diagnosis.healthy:
-                on_progress(
-                    f"nccl: localization used {diagnosis.rounds_used} round(s): "
-                    f"nodes {', '.join(diagnosis.bad_nodes) or 'none'}, links {len(diagnosis.bad_links)}, "
-                    f"suspects {', '.join(diagnosis.suspects) or 'none'}"
-                )
-        localized_rounds = tester.rounds
+                on_progress(_found(diagnosis))
+        pairs: list[list[Result]] = []
         for name, tests in pairwise_rounds(plan, hosts):
             tester.label = name
-            tester.run_round(tests)
+            measuring += 1
+            pairs.append(tester.run_round(tests))
+        if diagnosis is not None and diagnosis.healthy:
+            diagnosis = _from_pairs(plan, tester, spec, router, hosts, port_evidence, diagnosis, pairs, on_progress)
         if diagnosis is None or diagnosis.healthy:
             tester.label, tester.sweep = "all-nodes-sweep", True
+            measuring += 1
             tester.run_round([Test(tuple(hosts))])
     except JobBroke as broke:
         # Nothing after a broken job is trustworthy evidence: report the job's error, on the pod.
@@ -299,9 +302,67 @@ def run_nccl(
         stop = CheckRun(
             "collectives", "fabric", "nccl", _envelope("nccl", "error", None, spec.measurement, [message], {})
         )
-        return NcclOutcome(tester.records, [stop], None, localized_rounds or tester.rounds)
+        return NcclOutcome(tester.records, [stop], None, tester.rounds - measuring)
     verdicts = attribute(spec, hosts, tester.records, diagnosis)
-    return NcclOutcome(tester.records, verdicts, diagnosis, localized_rounds)
+    return NcclOutcome(tester.records, verdicts, diagnosis, tester.rounds - measuring)
+
+
+# Localizing from the pairs is for a few slow pairs. When more are slow than this share of all
+# of them, the problem is pod-wide (every pair slow: a bound the pinned ring algorithm cannot
+# reach, a congested fabric), and trying every node against a partner would only say that,
+# in up to log2(N) rounds of per-rail jobs.
+MAX_SLOW_PAIR_SHARE = 0.25
+
+
+def _from_pairs(
+    plan: FabricPlan,
+    tester: SlurmTester,
+    spec: NcclSpec,
+    router: Router,
+    hosts: Sequence[str],
+    port_evidence: Sequence[PortEvidence],
+    diagnosis: Diagnosis,
+    pairs: list[list[Result]],
+    on_progress: Callable[[str], None],
+) -> Diagnosis:
+    """After an all-nodes test that passed: the diagnosis from the pairwise rounds when a pair
+    fell short (Localizer.resolve), counting round 1 and the rounds it ran."""
+    bound = spec.bound
+    assert bound is not None
+    every = [r for results in pairs for r in results]
+    slow = [r for r in every if r.bandwidth < bound]
+    if not slow:
+        return diagnosis
+    which = ", ".join("-".join(r.test.nodes) for r in slow[:4]) + (" ..." if len(slow) > 4 else "")
+    if len(slow) > MAX_SLOW_PAIR_SHARE * len(every):
+        on_progress(
+            f"nccl: {len(slow)} of {len(every)} pairs below {bound:.3g} GB/s ({which}): a pod-wide problem, "
+            "not localized"
+        )
+        return diagnosis
+    on_progress(
+        f"nccl: {len(slow)} pair(s) below {bound:.3g} GB/s after an all-nodes test that passed ({which}); "
+        "localizing from the pairs"
+    )
+    tester.label = None
+    found = Localizer(
+        plan, tester, bound, router, hosts=hosts, hca_names=spec.hca_names, port_evidence=port_evidence
+    ).resolve(pairs)
+    found = replace(
+        found,
+        rounds_used=diagnosis.rounds_used + found.rounds_used,
+        tests_run=diagnosis.tests_run + found.tests_run,
+    )
+    on_progress(_found(found))
+    return found
+
+
+def _found(diagnosis: Diagnosis) -> str:
+    return (
+        f"nccl: localization used {diagnosis.rounds_used} round(s): "
+        f"nodes {', '.join(diagnosis.bad_nodes) or 'none'}, links {len(diagnosis.bad_links)}, "
+        f"suspects {', '.join(diagnosis.suspects) or 'none'}"
+    )
 
 
 def attribute(

@@ -419,8 +419,8 @@ def attribute(
     wrong: dict[str, list[str]] = {}
     for run in records:
         label = run.envelope["details"]["slurm"]["label"]
-        if run.status == "fail":  # measured, but the results were wrong (or the world size was)
-            for h in run.envelope.get("hosts", []):
+        if run.status == "fail":  # measured, but the results were wrong (or the world size was, or a task failed)
+            for h in run.envelope["details"]["slurm"].get("failed_hosts") or run.envelope.get("hosts", []):
                 wrong.setdefault(h, []).append(f"{label}: {_errors(run.envelope)}")
         elif bound is not None and figure(run, spec.measurement) < bound and not explained(run):
             pod_problems.append(

@@ -9,6 +9,7 @@ with Slurm's reason instead of waiting in the queue.
 from __future__ import annotations
 
 import math
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..remote import Nodes, RemoteResult, command_line
-from .envelope import broken_envelope, parse_envelope
+from .envelope import QUOTE_CHARS, broken_envelope, finding, parse_envelope
 
 IMMEDIATE_S = 60
 
@@ -95,6 +96,8 @@ class SlurmJobs:
             "label": job.label,
             "wall_s": round(time.monotonic() - started, 1),
         }
+        if not result.error:
+            _agree_with_srun(envelope, result.returncode, result.stderr, job.nodes)
         return envelope
 
     def scontrol(self, *args: str) -> str | None:
@@ -159,6 +162,43 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
         if len(parts) == 3 and parts[0].strip():
             out.setdefault(parts[0].strip(), NodeState(parts[1].strip().lower(), parts[2].strip()))
     return out
+
+
+# srun's line for tasks that did not end well, as Slurm prints it: "srun: error: node30: tasks 0-1:
+# Exited with exit code 1", "srun: error: sn30-r1-h1: tasks 2,6-7: Killed" (tests/data/slurm).
+_TASKS_FAILED = re.compile(
+    r"^srun: error: (?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}): tasks? [0-9][0-9,-]*: (?P<what>.+)$"
+)
+
+
+def failed_tasks(stderr: str) -> dict[str, list[str]]:
+    """Hosts srun named for tasks that exited non-zero or on a signal -> what it said of them."""
+    out: dict[str, list[str]] = {}
+    for line in stderr.splitlines()[-2000:]:
+        m = _TASKS_FAILED.match(line.strip()[:400])
+        if m:
+            out.setdefault(m.group("host"), []).append(m.group(0).removeprefix("srun: error: "))
+    return out
+
+
+def _agree_with_srun(envelope: dict[str, Any], returncode: int | None, stderr: str, nodes: Sequence[str]) -> None:
+    """Rank 0 prints the envelope; srun's exit status is every task's. A job whose rank 0 says
+    pass while srun exited non-zero had a task fail (a rank that crashed after the last
+    collective, say), and Slurm's accounting says FAILED: it fails here too, on the hosts srun
+    named (all of the job's when it named none)."""
+    status = envelope.get("status")
+    if returncode in (None, 0) or status not in ("pass", "skip"):
+        return
+    named = {h: whats for h, whats in failed_tasks(stderr).items() if h in nodes}
+    head = f"rank 0 reported {status}, but srun exited {returncode}"
+    found = envelope.setdefault("findings", [])
+    for host, whats in sorted(named.items()):
+        # A finding whose device is a host is that host's alone (podctl.validate.judge).
+        found.append(finding(f"{head}: {'; '.join(whats[:2])[:QUOTE_CHARS]}", device=host))
+    if not named:
+        found.append(finding(f"{head}, and named no task that failed"))
+    envelope["status"] = "fail"
+    envelope["details"]["slurm"]["failed_hosts"] = sorted(named) or list(nodes)
 
 
 def _srun_reason(stderr: str) -> str:

@@ -1,0 +1,72 @@
+"""A job is judged by srun's exit status as well as by rank 0's envelope.
+
+Rank 0 prints the result; srun's exit status is every task's. When they disagree (rank 0 says
+pass, a task on another node exited non-zero or on a signal), Slurm's accounting records the
+job FAILED and podctl must not call it passed: the job fails, on the host srun named.
+"""
+
+from __future__ import annotations
+
+import json
+
+from podctl.remote import RemoteResult
+from podctl.validate.judge import CheckRun, judge
+from podctl.validate.slurm import Job, SlurmJobs, failed_tasks
+from tests.conftest import REPO
+from validation.result import envelope
+
+SAMPLES = REPO / "tests" / "data" / "slurm" / "srun-task-errors.txt"
+
+
+class FakeNodes:
+    def __init__(self, returncode: int, stderr: str, status: str = "pass") -> None:
+        self.answer = (returncode, stderr, status)
+        self.commands: list[str] = []
+
+    def run(self, host: str, command: str, timeout_s: float) -> RemoteResult:
+        self.commands.append(command)
+        returncode, stderr, status = self.answer
+        printed = envelope("smoke", "node01", status, [], measurements=[{"figure": "x", "value": 1.0, "unit": "u"}])
+        return RemoteResult(host, returncode, json.dumps(printed) + "\n", stderr)
+
+
+def job() -> Job:
+    return Job("smoke 2 nodes", "smoke", ("node01", "node02"), 1, 0, ("python3", "-m", "validation.smoke"))
+
+
+def test_srun_lines_from_other_sites_name_the_hosts_with_failed_tasks() -> None:
+    found = failed_tasks(SAMPLES.read_text())
+    assert sorted(found) == ["cn-0013", "node30", "sn30-r1-h1"]
+    assert found["sn30-r1-h1"] == [
+        "sn30-r1-h1: task 0: Exited with exit code 1",
+        "sn30-r1-h1: tasks 1,3-5: Terminated",
+        "sn30-r1-h1: tasks 2,6-7: Killed",
+    ]
+    assert found["node30"] == ["node30: tasks 0-1: Exited with exit code 1"]
+
+
+def test_a_task_that_failed_after_rank_0_reported_pass_fails_the_job_on_its_host() -> None:
+    stderr = "srun: error: node02: task 1: Exited with exit code 2\n"
+    result = SlurmJobs(FakeNodes(2, stderr), "head01", None).run(job())
+    assert result["status"] == "fail"
+    assert result["details"]["slurm"]["failed_hosts"] == ["node02"]
+    (added,) = [f for f in result["findings"] if f["severity"] == "error"]
+    assert added["device"] == "node02" and "srun exited 2" in added["message"]
+    assert "node02: task 1: Exited with exit code 2" in added["message"]
+    cert = judge("t", {"node01": [], "node02": []}, [CheckRun("smoke", "pod", "node01", result)])
+    assert set(cert.failures) == {"node02"}, cert.failures
+
+
+def test_a_non_zero_exit_that_names_no_task_fails_every_node_of_the_job() -> None:
+    result = SlurmJobs(FakeNodes(137, "srun: Force Terminated job step 41.0\n"), "head01", None).run(job())
+    assert result["status"] == "fail" and result["details"]["slurm"]["failed_hosts"] == ["node01", "node02"]
+    cert = judge("t", {"node01": [], "node02": []}, [CheckRun("smoke", "pod", "node01", result)])
+    assert set(cert.failures) == {"node01", "node02"}
+
+
+def test_a_clean_exit_or_an_exit_that_agrees_changes_nothing() -> None:
+    assert SlurmJobs(FakeNodes(0, ""), "head01", None).run(job())["status"] == "pass"
+    failed = SlurmJobs(FakeNodes(1, "srun: error: node01: task 0: Exited with exit code 1\n", "fail"), "head01", None)
+    result = failed.run(job())
+    assert result["status"] == "fail" and "failed_hosts" not in result["details"]["slurm"]
+    assert not result["findings"]

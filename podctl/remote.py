@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import shlex
 import socket
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,13 @@ CONNECT_TIMEOUT_S = 20
 # Hosts per fan-out: each is a socket and a few threads; a thousand at once
 # would run into the open-file limit and fail healthy nodes.
 FANOUT = 64
+# SSH handshakes to one host in flight at once. sshd's MaxStartups (10:30:100 by default)
+# drops connections, at random, once more than 10 are unauthenticated; an established
+# connection does not count. So many commands may run on one host (the controller's srun
+# jobs, see podctl.validate.nccl) as long as their connections are opened a few at a time:
+# 6 leaves room for other clients, and a handshake sshd dropped anyway is tried again.
+HANDSHAKES_PER_HOST = 6
+HANDSHAKE_TRIES = 3
 
 # paramiko logs a traceback for every host that drops a handshake; the result
 # already says "cannot reach HOST", so keep its log out of the terminal.
@@ -98,6 +107,12 @@ def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> s
 class Nodes:
     def __init__(self, targets: Mapping[str, SshTarget]) -> None:
         self.targets = dict(targets)
+        self._lock = threading.Lock()
+        self._handshakes: dict[str, threading.BoundedSemaphore] = {}
+
+    def _handshake(self, host: str) -> threading.BoundedSemaphore:
+        with self._lock:
+            return self._handshakes.setdefault(host, threading.BoundedSemaphore(HANDSHAKES_PER_HOST))
 
     def connection(self, host: str) -> Connection:
         t = self.targets[host]
@@ -138,14 +153,29 @@ class Nodes:
         return results
 
     def run(self, host: str, command: str, timeout_s: float) -> RemoteResult:
+        """Run one command on host; from many threads at once, the connections are opened
+        HANDSHAKES_PER_HOST at a time and the commands then run side by side."""
         conn = self.connection(host)
         try:
+            self._open(host, conn)
             value: object = conn.run(command, hide=True, warn=True, timeout=timeout_s, in_stream=False)
         except Exception as exc:  # noqa: BLE001 - every failure is a result; see _result
             value = exc
         finally:
             conn.close()
         return _result(host, value, timeout_s)
+
+    def _open(self, host: str, conn: Connection) -> None:
+        for attempt in range(1, HANDSHAKE_TRIES + 1):
+            try:
+                with self._handshake(host):
+                    conn.open()
+                return
+            except Exception as exc:
+                if attempt == HANDSHAKE_TRIES or not _dropped(exc):
+                    raise
+                conn.close()
+                time.sleep(0.5 * attempt)
 
 
 def _result(host: str, value: object, timeout_s: float) -> RemoteResult:
@@ -157,6 +187,16 @@ def _result(host: str, value: object, timeout_s: float) -> RemoteResult:
     if isinstance(value, Exception):
         return RemoteResult(host, None, "", "", f"cannot reach {host} over SSH: {_why(value)}")
     return RemoteResult(host, value.exited, value.stdout, value.stderr)  # type: ignore[attr-defined]
+
+
+def _dropped(exc: Exception) -> bool:
+    """A connection closed before the SSH banner or key exchange: what sshd does to a
+    handshake past MaxStartups. Worth one more try; a refused key or login is not."""
+    if isinstance(exc, (paramiko.AuthenticationException, paramiko.BadHostKeyException)):
+        return False
+    if isinstance(exc, (EOFError, ConnectionResetError)):
+        return True
+    return isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower()
 
 
 def _why(exc: Exception) -> str:

@@ -71,9 +71,11 @@ class JobBroke(Exception):
         self.record = record
 
 
-# Concurrent jobs, each an SSH session to the controller: sshd's MaxStartups
-# (10 by default) drops connections beyond it.
-MAX_CONCURRENT_JOBS = 8
+# Jobs of one round at once. Each is an srun on the controller over an SSH connection of
+# its own; the connections are opened a few at a time (podctl.remote.HANDSHAKES_PER_HOST,
+# under sshd's MaxStartups), so this bounds what the controller holds: 128 srun processes
+# and sshd sessions, a few MB each. A pairwise round of a 1,344-node pod (672 pairs) is 6 waves.
+MAX_CONCURRENT_JOBS = 128
 
 
 def cohost_capacity() -> int:

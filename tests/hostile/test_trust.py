@@ -8,6 +8,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
@@ -34,14 +35,16 @@ class _Server(paramiko.ServerInterface):
         return "publickey"
 
 
-@pytest.fixture
-def ssh_server() -> Iterator[tuple[int, paramiko.PKey]]:
-    """An SSH server on loopback with a host key of its own; it refuses every login."""
+@contextmanager
+def _ssh_server(drops: int = 0) -> Iterator[tuple[int, paramiko.PKey, list[socket.socket]]]:
+    """An SSH server on loopback with a host key of its own; it refuses every login. The first
+    `drops` connections it closes at once, as sshd does to a handshake past MaxStartups."""
     host_key = paramiko.Ed25519Key.from_private_key_file(str(_keyfile()))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(8)
     stop = threading.Event()
+    accepted: list[socket.socket] = []
 
     def serve() -> None:
         sock.settimeout(0.2)
@@ -49,6 +52,10 @@ def ssh_server() -> Iterator[tuple[int, paramiko.PKey]]:
             try:
                 conn, _ = sock.accept()
             except OSError:
+                continue
+            accepted.append(conn)
+            if len(accepted) <= drops:
+                conn.close()
                 continue
             transport = paramiko.Transport(conn)
             transport.add_server_key(host_key)
@@ -59,9 +66,17 @@ def ssh_server() -> Iterator[tuple[int, paramiko.PKey]]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield sock.getsockname()[1], host_key
-    stop.set()
-    sock.close()
+    try:
+        yield sock.getsockname()[1], host_key, accepted
+    finally:
+        stop.set()
+        sock.close()
+
+
+@pytest.fixture
+def ssh_server() -> Iterator[tuple[int, paramiko.PKey]]:
+    with _ssh_server() as (port, host_key, _):
+        yield port, host_key
 
 
 def _keyfile() -> Path:
@@ -116,6 +131,26 @@ def test_the_sim_opts_out_of_host_key_checks(ssh_server, tmp_path: Path, monkeyp
     monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
     result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
     assert result.error and "authentication failed" in result.error, result
+
+
+@pytest.mark.parametrize("drops", [1, remote.HANDSHAKE_TRIES - 1])
+def test_a_handshake_the_server_drops_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drops) -> None:
+    monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
+    with _ssh_server(drops) as (port, _, accepted):
+        result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
+        # Past the dropped handshakes, to the login the server refuses (which is not tried again).
+        assert result.error and "authentication failed" in result.error, result
+        assert len(accepted) == drops + 1
+
+
+def test_a_host_that_drops_every_handshake_is_unreachable_after_a_few_tries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
+    with _ssh_server(drops=100) as (port, _, accepted):
+        result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
+        assert result.error and "cannot reach node01 over SSH" in result.error, result
+        assert len(accepted) == remote.HANDSHAKE_TRIES
 
 
 def test_validate_verifies_host_keys_unless_the_pod_is_the_sim() -> None:

@@ -10,8 +10,13 @@ so that the tests do not depend on their order.
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
+from podctl.remote import HANDSHAKES_PER_HOST, private_key_for, site_nodes
+from podctl.site import load_site
 from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]
@@ -60,10 +65,31 @@ def test_a_healthy_pod_is_certified_three_times_in_a_row(pod: Pod) -> None:
     assert "Pairwise bus bandwidth" in html and "<svg" in html
     assert (pod.base / "healthy-3" / "junit.xml").is_file()
     # podctl's own jobs end clean in Slurm's accounting too: an operator reads sacct, not the report.
-    jobs = pod.sh("head01", f"sacct -a -X -n -P -S {since} -o JobName,State,ExitCode").stdout.split()
-    ours = [j.split("|") for j in jobs if j.startswith("podctl-")]
-    assert {j[0].split("-")[1] for j in ours} >= {"collectives", "smoke"}, jobs
-    assert all(state == "COMPLETED" and code == "0:0" for _, state, code in ours), ours
+    fields = "JobID,JobName,State,ExitCode,DerivedExitCode,NodeList"
+    lines = pod.sh("head01", f"sacct -a -X -n -P -S {since} -o {fields}").stdout.splitlines()
+    ours = [line.split("|") for line in lines if line.split("|")[1:2] and line.split("|")[1].startswith("podctl-")]
+    assert {job[1].split("-")[1] for job in ours} >= {"collectives", "smoke"}, lines
+    unclean = [job for job in ours if job[2] != "COMPLETED" or job[3] != "0:0"]
+    assert not unclean, f"{len(unclean)} of {len(ours)} podctl jobs did not end clean ({fields}): {unclean}"
+
+
+def test_many_commands_at_once_on_one_host_all_run_under_sshds_default_limits(pod: Pod) -> None:
+    # What a pairwise round does on a large pod: up to MAX_CONCURRENT_JOBS sruns at once, each over
+    # an SSH connection of its own to the controller. head01's sshd keeps Debian's MaxStartups
+    # (10:30:100): 48 handshakes at once would see some dropped; opened HANDSHAKES_PER_HOST at a
+    # time, every command runs, side by side.
+    site = load_site(pod.site)
+    nodes = site_nodes(site, private_key_for(site, None, "podctl sim up"))
+    many, hold_s = 48, 5
+    assert many > 3 * HANDSHAKES_PER_HOST
+    started = time.monotonic()
+    with ThreadPoolExecutor(many) as pool:
+        results = list(pool.map(lambda i: nodes.run("head01", f"sleep {hold_s}; echo {i}", timeout_s=120), range(many)))
+    wall = time.monotonic() - started
+    bad = [r for r in results if r.error or r.returncode != 0]
+    assert not bad, f"{len(bad)} of {many} failed: {bad[:3]}"
+    assert [r.stdout.strip() for r in results] == [str(i) for i in range(many)]
+    assert wall < many * hold_s / 4, f"{many} commands of {hold_s} s took {wall:.0f} s: not side by side"
 
 
 def test_slurmd_stopped_on_one_node_fails_conformance_on_that_node_only(pod: Pod) -> None:

@@ -299,7 +299,7 @@ class Localizer:
             suspects = {n for test in failing for n in test.nodes if n in order and not self._good(n)}
             self._split([], sorted(suspects, key=order.__getitem__))
             if sum(1 for su in self.units if su) > 1:
-                self._links(check=False)
+                self._links(check_rest=False)
         return self._diagnosis()
 
     def _nodes(self) -> None:
@@ -382,15 +382,15 @@ class Localizer:
             in_failing |= elements
         return set(self.switch_cables - ev.cleared - in_failing)
 
-    def _links(self, check: bool = True) -> None:
+    def _links(self, check_rest: bool = True) -> None:
         good_units = [[h for h in su if self._good(h)] for su in self.units]
         good = tuple(h for su in good_units for h in su)
         if len(good) < 2:
             return
-        if check and (self._accused() or self.evidence.failing):
+        if check_rest and (self._accused() or self.evidence.failing):
             # Something was found already: does anything remain among the rest?
-            check = self._run([Test(good)])
-            if self._passed(check[0].bandwidth):
+            rest = self._run([Test(good)])
+            if self._passed(rest[0].bandwidth):
                 return
         # A matching first (it covers most leaf-spine cables at once), then
         # rounds aimed at the cables still open, until none is left.

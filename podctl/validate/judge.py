@@ -84,6 +84,13 @@ class Certification:
 EVIDENCE_SCOPES = ("pair", "group")
 
 
+def finding_hosts(finding: dict[str, Any], members: list[str]) -> list[str]:
+    """The hosts a job's finding blames: a finding that names its rank ("node02/gpu3", "node02")
+    is that node's alone; any other, every member's."""
+    owner = str(finding.get("device") or "").split("/")[0]
+    return [owner] if owner in members and len(members) > 1 else list(members)
+
+
 def _hosts(run: CheckRun) -> list[str]:
     return [str(h) for h in run.envelope.get("hosts", [run.node])]
 
@@ -120,9 +127,7 @@ def judge(
         blamed = [run.node] if run.scope == "fabric" else [h for h in _hosts(run) if h in nodes]
         errors = [f for f in run.envelope.get("findings", []) if f.get("severity") == "error"]
         for finding in errors or [{"message": f"{run.check} ended with status {run.status}"}]:
-            # A job's finding that names its rank ("node02/gpu3", "node02") is that node's alone.
-            owner = str(finding.get("device") or "").split("/")[0]
-            for node in [owner] if owner in blamed and len(blamed) > 1 else blamed:
+            for node in finding_hosts(finding, blamed):
                 cert.fail(node, f"{run.check}: {finding['message']}")
     pods = _PodRuns([r for r in runs if r.scope == "pod"])
     for node, rows in sorted(nodes.items()):

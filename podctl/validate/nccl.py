@@ -35,7 +35,7 @@ from ..localize.routing import Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
 from ..topology import FabricPlan
 from .envelope import envelope, finding
-from .judge import CheckRun
+from .judge import CheckRun, finding_hosts
 from .slurm import Job, SlurmJobs
 
 
@@ -422,7 +422,9 @@ def attribute(
     for run in records:
         label = run.envelope["details"]["slurm"]["label"]
         if run.status == "fail":  # measured, but the results were wrong (or the world size was, or a task failed)
-            for h in run.envelope["details"]["slurm"].get("failed_hosts") or run.envelope.get("hosts", []):
+            members = list(run.envelope.get("hosts", []))
+            errors = [f for f in run.envelope.get("findings", []) if f.get("severity") == "error"] or [{}]
+            for h in sorted({h for f in errors for h in finding_hosts(f, members)}, key=members.index):
                 wrong.setdefault(h, []).append(f"{label}: {_errors(run.envelope)}")
         elif bound is not None and figure(run, spec.measurement) < bound and not explained(run):
             pod_problems.append(

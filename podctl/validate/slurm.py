@@ -166,9 +166,7 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
 
 # srun's line for tasks that did not end well, as Slurm prints it: "srun: error: node30: tasks 0-1:
 # Exited with exit code 1", "srun: error: sn30-r1-h1: tasks 2,6-7: Killed" (tests/data/slurm).
-_TASKS_FAILED = re.compile(
-    r"^srun: error: (?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}): tasks? [0-9][0-9,-]*: (?P<what>.+)$"
-)
+_TASKS_FAILED = re.compile(r"^srun: error: (?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}): tasks? [0-9][0-9,-]*: .+$")
 
 
 def failed_tasks(stderr: str) -> dict[str, list[str]]:
@@ -185,7 +183,7 @@ def _agree_with_srun(envelope: dict[str, Any], returncode: int | None, stderr: s
     """Rank 0 prints the envelope; srun's exit status is every task's. A job whose rank 0 says
     pass while srun exited non-zero had a task fail (a rank that crashed after the last
     collective, say), and Slurm's accounting says FAILED: it fails here too, on the hosts srun
-    named (all of the job's when it named none)."""
+    named (each its finding's device; all of the job's when it named none)."""
     status = envelope.get("status")
     if returncode in (None, 0) or status not in ("pass", "skip"):
         return
@@ -198,7 +196,6 @@ def _agree_with_srun(envelope: dict[str, Any], returncode: int | None, stderr: s
     if not named:
         found.append(finding(f"{head}, and named no task that failed"))
     envelope["status"] = "fail"
-    envelope["details"]["slurm"]["failed_hosts"] = sorted(named) or list(nodes)
 
 
 def _srun_reason(stderr: str) -> str:

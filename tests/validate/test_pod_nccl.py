@@ -324,3 +324,31 @@ def test_fast_but_wrong_results_are_not_certified():
     out = run_nccl(Wrong({h: 1.0 for h in hosts}), spec(), plan, hosts, lambda _: None)
     cert = judge("t", rows(hosts), out.records + out.verdicts)
     assert not cert.certified and any("wrong results" in r for r in cert.failures["n002"])
+
+
+class TaskFailedSlurm(FakeSlurm):
+    """Every job measures well, but jobs with `host` in them had a task fail on it (the finding
+    SlurmJobs adds when srun exits non-zero after rank 0 reported pass names that host)."""
+
+    def __init__(self, speeds: dict[str, float], host: str) -> None:
+        super().__init__(speeds)
+        self.host = host
+
+    def run(self, job: Job) -> dict:
+        envelope = super().run(job)
+        if self.host in job.nodes:
+            envelope["status"] = "fail"
+            envelope["findings"] = [
+                {"severity": "error", "message": f"rank 0 reported pass, but srun exited 2: {self.host}: task 1: Killed",
+                 "device": self.host}
+            ]  # fmt: skip
+        return envelope
+
+
+def test_a_job_whose_task_failed_fails_the_host_srun_named_not_its_partners():
+    plan = plan_fabric(small_fabric(4))
+    hosts = list(plan.scalable_units[0])
+    out = run_nccl(TaskFailedSlurm({h: 1.0 for h in hosts}, "n002"), spec(), plan, hosts, lambda _: None)
+    cert = judge("t", rows(hosts), out.records + out.verdicts)
+    assert set(cert.failures) == {"n002"}, cert.failures
+    assert any("srun exited 2" in r for r in cert.failures["n002"])

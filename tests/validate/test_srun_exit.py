@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from podctl.remote import RemoteResult
-from podctl.validate.judge import CheckRun, judge
+from podctl.validate.judge import CheckRun, finding_hosts, judge
 from podctl.validate.slurm import Job, SlurmJobs, failed_tasks
 from tests.conftest import REPO
 from validation.result import envelope
@@ -49,8 +49,8 @@ def test_a_task_that_failed_after_rank_0_reported_pass_fails_the_job_on_its_host
     stderr = "srun: error: node02: task 1: Exited with exit code 2\n"
     result = SlurmJobs(FakeNodes(2, stderr), "head01", None).run(job())
     assert result["status"] == "fail"
-    assert result["details"]["slurm"]["failed_hosts"] == ["node02"]
     (added,) = [f for f in result["findings"] if f["severity"] == "error"]
+    assert finding_hosts(added, ["node01", "node02"]) == ["node02"]
     assert added["device"] == "node02" and "srun exited 2" in added["message"]
     assert "node02: task 1: Exited with exit code 2" in added["message"]
     cert = judge("t", {"node01": [], "node02": []}, [CheckRun("smoke", "pod", "node01", result)])
@@ -59,7 +59,9 @@ def test_a_task_that_failed_after_rank_0_reported_pass_fails_the_job_on_its_host
 
 def test_a_non_zero_exit_that_names_no_task_fails_every_node_of_the_job() -> None:
     result = SlurmJobs(FakeNodes(137, "srun: Force Terminated job step 41.0\n"), "head01", None).run(job())
-    assert result["status"] == "fail" and result["details"]["slurm"]["failed_hosts"] == ["node01", "node02"]
+    assert result["status"] == "fail"
+    (added,) = [f for f in result["findings"] if f["severity"] == "error"]
+    assert finding_hosts(added, ["node01", "node02"]) == ["node01", "node02"]
     cert = judge("t", {"node01": [], "node02": []}, [CheckRun("smoke", "pod", "node01", result)])
     assert set(cert.failures) == {"node01", "node02"}
 
@@ -68,5 +70,4 @@ def test_a_clean_exit_or_an_exit_that_agrees_changes_nothing() -> None:
     assert SlurmJobs(FakeNodes(0, ""), "head01", None).run(job())["status"] == "pass"
     failed = SlurmJobs(FakeNodes(1, "srun: error: node01: task 0: Exited with exit code 1\n", "fail"), "head01", None)
     result = failed.run(job())
-    assert result["status"] == "fail" and "failed_hosts" not in result["details"]["slurm"]
-    assert not result["findings"]
+    assert result["status"] == "fail" and not result["findings"]

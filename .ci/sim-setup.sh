@@ -46,6 +46,15 @@ fi
 # Merge, never clobber: keeps any other settings already in the file.
 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$python" -m podctl.sim.hostconf /etc/containers/containers.conf
 
+# Each sim node's systemd holds inotify instances, and rootful containers share root's limit:
+# Debian's 128 stops a pod at about 20 nodes (podctl sim up checks before it starts any).
+inotify=/proc/sys/fs/inotify/max_user_instances
+if [[ -w "$inotify" ]] && (( $(cat "$inotify") < 8192 )); then
+    echo "fs.inotify.max_user_instances = 8192" > /etc/sysctl.d/60-podctl-sim.conf
+    echo 8192 > "$inotify"
+    echo "sim-setup: fs.inotify.max_user_instances raised to 8192 (/etc/sysctl.d/60-podctl-sim.conf)"
+fi
+
 if [[ "${PODCTL_SIM_SKIP_IMAGE:-0}" == 1 ]]; then
     exit 0
 fi

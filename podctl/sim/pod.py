@@ -36,6 +36,7 @@ from .podman import (
     owned_by,
     pod_filter,
 )
+from .preflight import check_inotify
 from .spec import NodeSpec, PodSpec, create_args, hosts_file, network_create_args, pod_spec, spec_label, ssh_config
 
 # A kept container gets this long to prove it is healthy before it is replaced.
@@ -261,6 +262,8 @@ def up(
         ensure_network(podman, spec, reporter)
         ours = {c.node: c for c in podman.containers(pod_filter(spec.pod)) if owned_by(c.labels, spec.pod)}
         check_name_clashes(podman, spec, ours)
+
+        check_inotify(sum(1 for n in spec.nodes if not (n.hostname in ours and ours[n.hostname].running)))
 
         removed: list[str] = []
         if not spec.subset:

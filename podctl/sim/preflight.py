@@ -38,6 +38,14 @@ NEEDS: dict[str, tuple[str, ...]] = {
 
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 
+# Every node is a systemd that holds inotify instances (6 on a booted sim node, measured; a
+# deployed 16-node pod ran within 128), and rootful containers share the host's per-user limit. Debian's
+# default of 128 stops a pod at about 20 nodes: the nodes past it hang in "initializing" with
+# "Failed to create inotify object: Too many open files" in their journal.
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_PER_NODE = 6
+INOTIFY_SETTING = 8192  # what .ci/sim-setup.sh sets
+
 
 @dataclass(frozen=True)
 class Tools:
@@ -130,6 +138,42 @@ def check_debootstrap(keyring: Path = DEBIAN_KEYRING) -> None:
         raise SimError(
             f"debootstrap cannot verify Debian's archive without {keyring}: "
             f"apt-get install -y debian-archive-keyring\n{SETUP_HINT}"
+        )
+
+
+def inotify_in_use(proc: Path = Path("/proc")) -> int:
+    """inotify instances open on this host now (file descriptors that are inotify objects)."""
+    count = 0
+    for fd_dir in proc.glob("[0-9]*/fd"):
+        try:
+            for fd in fd_dir.iterdir():
+                try:
+                    if os.readlink(fd) == "anon_inode:inotify":
+                        count += 1
+                except OSError:
+                    continue
+        except OSError:  # the process ended, or is not ours to read
+            continue
+    return count
+
+
+def check_inotify(new_nodes: int, limit_file: Path = INOTIFY_LIMIT, in_use: int | None = None) -> None:
+    """SimError when `new_nodes` more nodes would exhaust the host's inotify instances."""
+    if new_nodes <= 0:
+        return
+    try:
+        limit = int(limit_file.read_text().strip())
+    except (OSError, ValueError):
+        return  # not Linux's procfs: nothing to check against
+    used = inotify_in_use() if in_use is None else in_use
+    need = used + new_nodes * INOTIFY_PER_NODE
+    if need > limit:
+        raise SimError(
+            f"{new_nodes} more sim node(s) need about {new_nodes * INOTIFY_PER_NODE} inotify instances "
+            f"({INOTIFY_PER_NODE} each, for the node's systemd and services) and {used} are in use, but "
+            f"fs.inotify.max_user_instances is {limit}: the nodes past it would hang while booting. Raise it: "
+            f"sysctl -w fs.inotify.max_user_instances={max(INOTIFY_SETTING, need)} (and put the setting in "
+            f"/etc/sysctl.d/ to keep it)\n{SETUP_HINT}"
         )
 
 

@@ -91,3 +91,35 @@ def test_search_path_adds_sbin_for_runc_only_when_path_is_not_explicit(monkeypat
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert "/usr/sbin" in preflight.search_path().split(os.pathsep)
     assert preflight.search_path("/nowhere") == "/nowhere"
+
+
+def test_a_pod_past_the_hosts_inotify_instances_is_refused_before_any_node_starts(tmp_path):
+    from podctl.sim.preflight import INOTIFY_PER_NODE, check_inotify
+
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    # 16 nodes fit Debian's default next to what the host holds; 31 do not (found bringing up a
+    # 32-node pod: the nodes past the limit hung in "initializing").
+    check_inotify(16, limit, in_use=10)
+    with pytest.raises(SimError) as err:
+        check_inotify(31, limit, in_use=10)
+    message = str(err.value)
+    assert f"about {31 * INOTIFY_PER_NODE} inotify instances" in message
+    assert "fs.inotify.max_user_instances is 128" in message
+    assert "sysctl -w fs.inotify.max_user_instances=8192" in message
+    check_inotify(0, limit, in_use=500)  # nothing new to start: nothing to refuse
+    limit.write_text("8192\n")
+    check_inotify(31, limit, in_use=10)
+
+
+def test_inotify_instances_in_use_are_counted_from_the_processes_descriptors(tmp_path):
+    from podctl.sim.preflight import inotify_in_use
+
+    for pid, targets in {"1": ["anon_inode:inotify", "/dev/null"], "42": ["anon_inode:inotify"] * 2}.items():
+        fd = tmp_path / pid / "fd"
+        fd.mkdir(parents=True)
+        for n, target in enumerate(targets):
+            (fd / str(n)).symlink_to(target)
+    (tmp_path / "self").mkdir()  # not a process number: skipped
+    assert inotify_in_use(tmp_path) == 3
+    assert inotify_in_use(Path("/proc")) >= 0

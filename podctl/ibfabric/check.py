@@ -35,7 +35,7 @@ from podctl.topology import FabricPlan
 
 from .formats import read_topology
 from .identity import Anchors, Naming, identify, naming_from_templates
-from .topofile import End, Link, Topology, planned_ends
+from .topofile import End, Link, Topology, guid_key, planned_ends
 
 
 class FabricCheckError(PodctlError):
@@ -96,7 +96,7 @@ class CablingReport:
     findings: tuple[CableFinding, ...]
     warnings: tuple[str, ...] = ()  # lines the parser skipped, devices that could not be told apart
     identified: Mapping[str, int] = field(default_factory=dict)  # devices per way they were named (Identity.counts)
-    names: Mapping[str, str] = field(default_factory=dict)  # device key ("0x<guid>") -> its planned name
+    names: Mapping[str, str] = field(default_factory=dict)  # device key ("0x<guid>"), or a port GUID -> planned name
 
     @property
     def ok(self) -> bool:
@@ -202,7 +202,13 @@ def check_cabling(
         tuple(findings),
         tuple(topo.warnings) + identity.warnings,
         identity.counts(),
-        dict(identity.names),
+        {
+            **dict(identity.names),
+            # A CA's port GUID names it too: forwarding tables and perfquery address ports.
+            **{
+                guid_key(g): name for key, name in identity.names.items() for g in topo.devices[key].port_guids.values()
+            },
+        },
     )
 
 

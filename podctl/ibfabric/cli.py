@@ -1,10 +1,11 @@
 """`podctl fabric ...`: checks of the physical fabric against the site's plan.
 
     podctl fabric check SITE --ibnetdiscover FILE [--iblinkinfo FILE] [--fabric compute] [-o json]
-    podctl fabric topology SITE --format ibnetdiscover|iblinkinfo [--fabric compute]
+    podctl fabric topology SITE --format ibnetdiscover|iblinkinfo|lfts [--fabric compute]
+    podctl fabric routes SITE --lfts FILE [--ibnetdiscover FILE] [--anchors FILE] [--fabric compute] [-o json]
     podctl fabric schedule SITE [--fabric compute] [-o json]
 
-Exit codes: 0 the cabling matches the plan; 1 it does not; 2 usage or
+Exit codes: 0 the cabling (routes) match the plan; 1 they do not; 2 usage or
 configuration errors (bad site file, unreadable or unparsable tool output).
 """
 
@@ -103,16 +104,102 @@ def check(
 @fabric.command("topology")
 @click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--format", "fmt", type=click.Choice(["ibnetdiscover", "iblinkinfo"]), default="ibnetdiscover", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["ibnetdiscover", "iblinkinfo", "lfts"]),
+    default="ibnetdiscover",
+    show_default=True,
+    help="lfts: every switch's forwarding table as dump_lfts.sh prints them, routed by podctl's ftree model.",
 )
 @click.option("--fabric", "fabric_name", default="compute", show_default=True)
 def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     """Print what the tool would show for a pod cabled exactly as planned."""
+    from podctl.localize.routing import Router
+
     from .formats import topology_from_plan, write_iblinkinfo, write_ibnetdiscover
+    from .lft import write_lfts
 
     fab, plan, names = _plan(site_file, fabric_name)
     topo = topology_from_plan(plan, fab.rate, names)
+    if fmt == "lfts":
+        click.echo(write_lfts(topo, Router(plan).tables(), plan, names), nl=False)
+        return
     click.echo(write_ibnetdiscover(topo) if fmt == "ibnetdiscover" else write_iblinkinfo(topo), nl=False)
+
+
+@fabric.command("routes")
+@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--lfts",
+    "lfts_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The subnet manager's unicast forwarding tables: `dump_lfts.sh` output, OpenSM's opensm-lfts.dump, "
+    "or `ibroute` of each switch, concatenated.",
+)
+@click.option(
+    "--ibnetdiscover",
+    "ibnetdiscover_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="ibnetdiscover output of the same fabric: its GUIDs place switches and HCAs whatever they are called.",
+)
+@click.option(
+    "--anchors",
+    "anchors_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
+)
+@click.option("--fabric", "fabric_name", default="compute", show_default=True)
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def routes(
+    site_file: Path,
+    lfts_file: Path,
+    ibnetdiscover_file: Path | None,
+    anchors_file: Path | None,
+    fabric_name: str,
+    output: str,
+) -> None:
+    """Follow the subnet manager's routes on the plan: every leaf to every node of its rail.
+
+    Says which switch cables no route crosses (only their port counters can speak for them),
+    and fails on a loop or a port the plan has no cable at."""
+    from .check import check_sources
+    from .identity import naming_from_templates, read_anchors
+    from .lft import check_routes, place_forwarding, read_lfts
+
+    fab, plan, names = _plan(site_file, fabric_name)
+    guid_names: dict[str, str] = {}
+    if ibnetdiscover_file is not None:
+        anchors = read_anchors(str(anchors_file)) if anchors_file else None
+        guid_names = dict(
+            check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0].names
+        )
+    lfts = read_lfts(str(lfts_file))
+    naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
+    result = check_routes(plan, place_forwarding(plan, lfts, names, naming, guid_names))
+    if output == "json":
+        click.echo(json.dumps({"site": str(site_file), "lfts": str(lfts_file), **result.as_dict()}, indent=2))
+    else:
+        for warning in lfts.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        for line in result.placed.unplaced:
+            click.echo(f"not placed: {line}")
+        for problem in result.problems:
+            click.echo(f"route: {problem}")
+        if result.problem_count > len(result.problems):
+            click.echo(f"route: ... and {result.problem_count - len(result.problems)} more")
+        if result.modelled:
+            click.echo(
+                f"{len(result.modelled)} switch(es) a route crosses have no table (or entry) in the dump; routed by "
+                f"the model there: {', '.join(result.modelled[:5])}{' ...' if len(result.modelled) > 5 else ''}"
+            )
+        click.echo(f"{lfts_file}: {result.placed.summary()}; {result.differ} entries differ from podctl's model")
+        for tier, (n, total) in result.uncrossed.items():
+            click.echo(
+                f"{tier}: {total - n} of {total} cables carry routed traffic"
+                + (f"; {n} carry none (only their port counters can speak for them)" if n else "")
+            )
+    sys.exit(EXIT_OK if not result.problem_count else EXIT_WARNINGS)
 
 
 @fabric.command("schedule")

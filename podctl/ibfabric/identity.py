@@ -307,8 +307,8 @@ class Identity:
         return {k: v for k, v in sorted(counts.items()) if v}
 
 
-class _Plan:
-    """The plan's names, indexed for the resolver."""
+class PlannedNames:
+    """The plan's names, indexed: switches, and each HCA's planned name with its (host, rail)."""
 
     def __init__(self, plan: FabricPlan, hca_names: HcaNames | None) -> None:
         self.switches = {s.name for s in plan.switches}
@@ -338,7 +338,7 @@ class _Resolver:
     def __init__(
         self, plan: FabricPlan, topo: Topology, hca_names: HcaNames | None, naming: Naming, anchors: Anchors
     ) -> None:
-        self.plan = _Plan(plan, hca_names)
+        self.plan = PlannedNames(plan, hca_names)
         self.topo = topo
         self.naming = naming
         self.anchors = anchors

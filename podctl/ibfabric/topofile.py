@@ -272,6 +272,8 @@ def not_output(tool: str, source: str, lineno: int, line: str, expected: str) ->
         if stripped.startswith(("<br", "<p", "&nbsp;", "<pre"))
         else "; the lines start with '//': remove the comment marks first"
         if stripped.startswith("//")
+        else "; the line starts with '#': remove the comment marks first"
+        if stripped.startswith("#") and tool != "ibnetdiscover"
         else ""
     )
     return CablingError(f"{source}:{lineno}: not {tool} output: {line.strip()[:80]!r} ({expected}{quoted})")

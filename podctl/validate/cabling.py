@@ -28,6 +28,7 @@ from ..facts import cached_plan, hca_names
 from ..hostlist import fold as fold_hostlist
 from ..ibfabric.check import CableFinding, CablingReport, FabricCheckError, check_sources, planned_ends
 from ..ibfabric.identity import Anchors, node_anchors, parse_guid
+from ..localize.routing import Forwarding
 from ..model import Site
 from ..remote import Nodes
 from ..topology import SWITCH_TIERS, FabricPlan
@@ -205,3 +206,38 @@ def names_by_guid(site: Site, ibnetdiscover: Path | None, anchors: Anchors | Non
         fabric, cached_plan(fabric), hca_names(site, FABRIC), [(str(ibnetdiscover), "ibnetdiscover")], anchors
     )
     return dict(reports[0].names) if reports else {}
+
+
+def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tuple[Forwarding, list[str]]:
+    """The forwarding tables of `--lfts FILE`, placed on the compute fabric's plan and followed from every
+    leaf to every node; notes for the log. Tables that cannot be followed (a loop, a port without a
+    planned cable, no table of the plan's switches) are a FabricCheckError: localizing on routes the
+    pod does not have would accuse the wrong cables."""
+    from ..ibfabric.identity import naming_from_templates
+    from ..ibfabric.lft import check_routes, place_forwarding, read_lfts
+    from ..ibfabric.topofile import CablingError
+
+    fabric = site.fabrics.get(FABRIC)
+    if fabric is None:
+        raise FabricCheckError("--lfts: the site declares no compute fabric to route")
+    plan = cached_plan(fabric)
+    try:
+        tables = read_lfts(str(lfts))
+        naming = naming_from_templates(fabric.naming_switch, fabric.naming_hca)
+        result = check_routes(plan, place_forwarding(plan, tables, hca_names(site, FABRIC), naming, names))
+    except CablingError as exc:
+        raise FabricCheckError(f"--lfts {lfts}: {exc}") from None
+    if result.problem_count:
+        more = result.problem_count - len(result.problems)
+        raise FabricCheckError(
+            f"--lfts {lfts}: the subnet manager's routes cannot be followed on the plan "
+            f"({result.problem_count} route(s)):\n  "
+            + "\n  ".join(result.problems)
+            + (f"\n  ... and {more} more" if more else "")
+            + "\ncheck the cabling (podctl fabric check) and dump the tables again after the subnet manager sweeps"
+        )
+    notes = [f"routes: {lfts}: {result.placed.summary()}; localization follows them"]
+    notes += [f"routes: {w}" for w in tables.warnings[:5]] + [f"routes: {u}" for u in result.placed.unplaced[:5]]
+    if result.modelled:
+        notes.append(f"routes: no table for {len(result.modelled)} switch(es) a route crosses; modelled there")
+    return result.placed.forwarding, notes

@@ -94,6 +94,12 @@ def _suites(value: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
     "errors fail, and fault localization names them even where no test crosses them.",
 )
 @click.option(
+    "--lfts",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The subnet manager's forwarding tables (dump_lfts.sh, opensm-lfts.dump): fault localization follows "
+    "the pod's real routes instead of podctl's model of them.",
+)
+@click.option(
     "--nccl-tests",
     "nccl_tests",
     type=click.Path(file_okay=False, exists=True),
@@ -126,6 +132,7 @@ def validate(
     ibnetdiscover: Path | None,
     iblinkinfo: Path | None,
     ibqueryerrors: Path | None,
+    lfts: Path | None,
     nccl_tests: str | None,
     only: str | None,
     anchors_file: Path | None,
@@ -161,7 +168,7 @@ def validate(
             report_dir,
             private_key,
             drain,
-            FabricDumps(ibnetdiscover, iblinkinfo, anchors_file, ibqueryerrors),
+            FabricDumps(ibnetdiscover, iblinkinfo, anchors_file, ibqueryerrors, lfts),
             _hostlist(only),
         )
         return
@@ -174,6 +181,7 @@ def validate(
         ("--ibnetdiscover", ibnetdiscover),
         ("--iblinkinfo", iblinkinfo),
         ("--ibqueryerrors", ibqueryerrors),
+        ("--lfts", lfts),
         ("--anchors", anchors_file),
     ):
         if value is not None:
@@ -232,13 +240,15 @@ class FabricDumps:
     iblinkinfo: Path | None
     anchors: Path | None
     ibqueryerrors: Path | None = None
+    lfts: Path | None = None
 
 
 def _cabling(
     site: Site, dumps: FabricDumps, private_key: Path | None
 ) -> tuple[list[CheckRun], list[str], dict[str, str]]:
     """The cabling check's runs, anchored by the GUIDs the nodes report (or the file given); notes for
-    the log; the planned name of each device of the ibnetdiscover dump (for ibqueryerrors' ports)."""
+    the log; the planned name of each device of the ibnetdiscover dump (for ibqueryerrors' ports and
+    the forwarding tables' switches and HCAs)."""
     if not (dumps.ibnetdiscover or dumps.iblinkinfo):
         return [], [], {}
     from ..ibfabric.identity import read_anchors
@@ -251,7 +261,7 @@ def _cabling(
         anchors, notes = node_anchors_over_ssh(site, site_nodes(site, private_key))
     runs = cabling_runs(site, dumps.ibnetdiscover, dumps.iblinkinfo, anchors)
     warnings = runs[0].envelope["details"].get("warnings", []) if runs else []
-    names = names_by_guid(site, dumps.ibnetdiscover, anchors) if dumps.ibqueryerrors else {}
+    names = names_by_guid(site, dumps.ibnetdiscover, anchors) if dumps.ibqueryerrors or dumps.lfts else {}
     return runs, notes + [f"cabling: {w}" for w in warnings], names
 
 
@@ -287,6 +297,12 @@ def validate_site(
     site = load_site(site_file)
     private_key = private_key_for(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")
     extra, notes, guid_names = _cabling(site, dumps, private_key)
+    forwarding = None
+    if dumps.lfts is not None:
+        from .cabling import subnet_manager_routes
+
+        forwarding, route_notes = subnet_manager_routes(site, dumps.lfts, guid_names)
+        notes += route_notes
     started = datetime.now(UTC)
     report_dir = report_dir or Path("reports") / f"{started:%Y%m%dT%H%M%SZ}-validate"
     workdir = scratch_dir(report_dir)
@@ -311,6 +327,7 @@ def validate_site(
         only,
         ibqueryerrors=dumps.ibqueryerrors,
         names_by_guid=guid_names,
+        forwarding=forwarding,
     )
     meta = {**result.meta, "podctl": __version__}
     paths = write_report(report_dir, result.cert, result.runs, meta)

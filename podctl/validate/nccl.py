@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
-from ..localize.routing import Router
+from ..localize.routing import Forwarding, Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
 from ..topology import FabricPlan
 from .envelope import envelope, finding
@@ -267,8 +267,9 @@ def run_nccl(
     hosts: Sequence[str],
     on_progress: Callable[[str], None],
     port_evidence: Sequence[PortEvidence] = (),
+    forwarding: Forwarding | None = None,
 ) -> NcclOutcome:
-    router = Router(plan)
+    router = Router(plan, forwarding=forwarding)
     tester = SlurmTester(slurm, spec, hosts, router.rails, on_progress)
     if len(hosts) < 2:
         return NcclOutcome([], [], None, 0)

@@ -22,6 +22,7 @@ from ..facts import Facts, hca_names
 from ..hostlist import fold as fold_hostlist
 from ..inventory import write_inventory
 from ..localize.localize import PortEvidence
+from ..localize.routing import Forwarding
 from ..model import Profile, Reference, Role, Site, mounts_shared_by, validation_python
 from ..remote import Nodes, command_line, site_nodes
 from ..topology import SWITCH_TIERS, FabricPlan
@@ -282,6 +283,7 @@ def validate_pod(
     partner_pool: tuple[str, ...] | None = None,
     ibqueryerrors: Path | None = None,
     names_by_guid: dict[str, str] | None = None,
+    forwarding: Forwarding | None = None,
 ) -> PodValidation:
     """Certify the pod's compute nodes; with `only`, those nodes alone, paired in the multi-node
     jobs with known-good partners from the rest of the pod (a node added or repaired): from
@@ -350,7 +352,7 @@ def validate_pod(
     slurm.partition = _partition(site, job_hosts)
     nccl: NcclOutcome | None = None
     if spec is not None and plan is not None:
-        nccl = run_nccl(slurm, spec, plan, job_hosts, progress, evidence)
+        nccl = run_nccl(slurm, spec, plan, job_hosts, progress, evidence, forwarding)
         named = [h for h in partners if nccl.diagnosis and h in nccl.diagnosis.bad_nodes]
         if named:
             progress(f"note: fault localization named partner(s) {', '.join(named)}: certify them again")

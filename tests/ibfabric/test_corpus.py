@@ -255,3 +255,25 @@ def test_naming_reads_the_descriptions_of_ibswitches_and_ibhosts():
     named = [c for c in claims if c is not None]
     assert len(named) == expected["hca_lines"] == 29 and {c.number for c in named} == {1, 2, 3, 6}
     assert len({c.host.lower() for c in named}) == expected["distinct_hosts"] == 26
+
+
+@pytest.mark.parametrize("name", files("ibroute"))
+def test_forwarding_table_files(name):
+    from podctl.ibfabric.lft import parse_lfts
+
+    expected = EXPECTED[name]
+    text = read(name)
+    mark = expected.get("comment_mark")
+    if mark:  # pasted into source comments: the lines less the mark and the author's `...` cuts
+        lines = [line.split(mark, 1)[1] for line in text.splitlines()]
+        text = "\n".join(line for line in lines if line.strip() != "...") + "\n"
+    lfts = parse_lfts(text, name)
+    entries = [d for t in lfts.switches for d in t.dest.values()]
+    assert (len(lfts.switches), len(entries), sum(d.extra_path for d in entries)) == (
+        expected["tables"],
+        expected["entries"],
+        expected["extra_paths"],
+    )
+    cut = [t for t in expected["trailers"] if t != len(entries) // max(1, expected["tables"])]
+    assert sum("the block may be cut" in w for w in lfts.warnings) == len(cut)
+    assert sum("stderr" in w for w in lfts.warnings) == expected.get("stderr_lines", 0)

@@ -1,0 +1,365 @@
+"""The subnet manager's unicast forwarding tables: read from a dump, placed on the plan, written from it.
+
+Every switch forwards by destination LID, through a linear forwarding table (LFT) the subnet
+manager programmed. `ibroute <switch>` prints one; `dump_lfts.sh` (`dump_fts`) prints every
+switch's, one block after another; OpenSM writes the same blocks to `opensm-lfts.dump`. A block:
+
+    Unicast lids [0x0-0x1f] of switch Lid 3 guid 0x0002c90200400bd8 (MF0;leaf-01:MQM8700/U1):
+      Lid  Out   Destination
+           Port     Info
+    0x0001 001 : (Channel Adapter portguid 0x0002c903000a3b11: 'dgx001 mlx5_0')
+    0x0003 000 : (Switch portguid 0x0002c90200400bd8: 'MF0;leaf-01:MQM8700/U1')
+    0x0004 017 : (path #1 out of 2: portguid 0x0002c903000a3b11)
+    31 valid lids dumped
+
+The header may address the switch by directed route (`of switch DR path slid 0; dlid 0; 0,1,3
+guid ...`); LIDs may print in decimal (python-rdma's `ibtool`); the separator may be `:` or `#`
+and the destination's description may be absent (`unknown node and type`, or the entry alone).
+Extra LIDs of a port with LMC > 0 (`path #i out of n`) are kept apart: traffic is sent to a port's
+base LID unless it asks otherwise.
+
+`place_forwarding` turns the tables into what `podctl.localize.routing.Router` follows: switch
+-> (host, rail) -> output port, by the plan's names. A switch is placed by its GUID (as the
+cabling check identified it in an ibnetdiscover dump) or else by its description; a destination
+by its port GUID, or else by a description that names its host and HCA (`dgx001 mlx5_0`).
+`<host> HCA-<n>` names no rail, so such destinations need the ibnetdiscover dump.
+
+Tool output is input from outside: as in podctl.ibfabric.formats, every expression runs in
+linear time, a line over 64 KiB is refused, errors name the file and line, and the tools' stderr
+lines are skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from podctl.model import HcaNames
+from podctl.topology import FabricPlan
+
+from .identity import Naming, PlannedNames, parse_guid
+from .topofile import (
+    CablingError,
+    Topology,
+    guid_key,
+    is_command_echo,
+    is_stderr_line,
+    not_output,
+    numbered_lines,
+    planned_ends,
+    read_text,
+    skipped,
+)
+
+TOOL = "ibroute"
+_HEADER = re.compile(
+    r"\s*+Unicast lids \[(?P<lo>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)-(?P<hi>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)\] of switch "
+    r"(?:Lid (?P<lid>\d{1,5}+)|DR path [^()]{0,400}?)\s++guid (?P<guid>0x[0-9a-fA-F]{1,16}+)"
+    r"\s*+\((?P<desc>.{0,400})\):?\s*+"
+)
+_MULTICAST = re.compile(r"Multicast mlids \[.{0,400}")
+_COLUMNS = re.compile(r"\s*+Lid\s++Out\s++Destination\s*+|\s*+Port\s++Info\s*+")
+_ENTRY = re.compile(
+    r"\s*+(?P<lid>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)\s++(?P<port>\d{1,3}+)(?:\s++[:#]\s*+(?P<info>.{0,600}))?\s*+"
+)
+_TRAILER = re.compile(r"\s*+(?P<count>\d{1,6}+) (?:valid )?lids dumped\s*+")
+_PORT_INFO = re.compile(
+    r"\(?(?P<kind>Switch|Channel Adapter|Router|Unknown) portguid (?P<guid>0x[0-9a-fA-F]{1,16}+):\s*+"
+    r"'(?P<desc>.{0,256}?)'\)?"
+)
+_PATH_INFO = re.compile(r"\(?path #(?P<i>\d{1,3}+) out of (?P<n>\d{1,3}+): portguid (?P<guid>0x[0-9a-fA-F]{1,16}+)\)?")
+MAX_LID = 0xBFFF  # unicast LIDs are 0x0001-0xbfff
+MAX_PORT = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    kind: str  # "Switch", "Channel Adapter", "Router", "" when the dump does not say
+    port_guid: int | None
+    desc: str | None
+    extra_path: bool = False  # an extra LID of a port with LMC > 0 ("path #2 out of 4")
+
+
+@dataclass
+class SwitchTable:
+    guid: int
+    lid: int | None  # None when the dump addressed the switch by directed route
+    desc: str
+    line: int
+    out: dict[int, int] = field(default_factory=dict)  # destination LID -> output port (0: the switch itself)
+    dest: dict[int, Destination] = field(default_factory=dict)
+
+
+@dataclass
+class Lfts:
+    switches: list[SwitchTable] = field(default_factory=list)
+    source: str = "<ibroute>"
+    warnings: list[str] = field(default_factory=list)
+
+
+def _number(text: str) -> int:
+    return int(text, 16) if text.lower().startswith("0x") else int(text)
+
+
+def _destination(info: str | None) -> Destination:
+    text = (info or "").strip()
+    match = _PORT_INFO.fullmatch(text)
+    if match:
+        return Destination(match["kind"], int(match["guid"], 16), match["desc"].strip())
+    match = _PATH_INFO.fullmatch(text)
+    if match:
+        return Destination("", int(match["guid"], 16), None, extra_path=int(match["i"]) > 1)
+    return Destination("", None, None)
+
+
+def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
+    """Every unicast table in `text`: one `ibroute` run, or many concatenated (dump_lfts.sh, opensm-lfts.dump)."""
+    lfts = Lfts(source=source)
+    table: SwitchTable | None = None
+    in_multicast = False
+    counted = 0
+    expected = "an `Unicast lids [...] of switch ... guid ... (...)` header, a `0x<lid> <port> : (...)` entry or `N valid lids dumped`"
+    for lineno, line in numbered_lines(text, source, TOOL):
+        stripped = line.strip()
+        if not stripped or is_command_echo(line, TOOL):
+            continue
+        header = _HEADER.fullmatch(line)
+        if header:
+            guid = parse_guid(header["guid"])
+            if guid is None:
+                raise CablingError(f"{source}:{lineno}: switch GUID {header['guid']!r} is not a GUID")
+            table = SwitchTable(guid, int(header["lid"]) if header["lid"] else None, header["desc"].strip(), lineno)
+            lfts.switches.append(table)
+            in_multicast, counted = False, 0
+            continue
+        if _MULTICAST.fullmatch(line):
+            in_multicast, table = True, None
+            lfts.warnings.append(f"{source}:{lineno}: skipped a multicast table (only unicast routes are used)")
+            continue
+        if in_multicast or _COLUMNS.fullmatch(line):
+            continue
+        trailer = _TRAILER.fullmatch(line)
+        if trailer:
+            if table is not None and int(trailer["count"]) != counted:
+                lfts.warnings.append(
+                    f"{source}:{lineno}: the tool counted {trailer['count']} LIDs for {table.desc!r}, "
+                    f"{counted} entries were read: the block may be cut"
+                )
+            table = None
+            continue
+        entry = _ENTRY.fullmatch(line)
+        if entry is None:
+            if is_stderr_line(line):
+                skipped(lfts.warnings, source, lineno, line, TOOL)
+                continue
+            raise not_output(TOOL, source, lineno, line, expected)
+        if table is None:
+            raise CablingError(f"{source}:{lineno}: a forwarding entry outside any switch's table: {stripped[:80]!r}")
+        lid, port = _number(entry["lid"]), int(entry["port"])
+        if not 0 < lid <= MAX_LID:
+            raise CablingError(f"{source}:{lineno}: LID {entry['lid']} is not a unicast LID (0x0001-0xbfff)")
+        if port > MAX_PORT:
+            raise CablingError(f"{source}:{lineno}: output port {port} is past the largest switch port ({MAX_PORT})")
+        counted += 1
+        if lid in table.out and table.out[lid] != port:
+            raise CablingError(
+                f"{source}:{lineno}: LID {entry['lid']} appears twice in the table of {table.desc!r}, "
+                f"with ports {table.out[lid]} and {port}"
+            )
+        table.out[lid] = port
+        table.dest[lid] = _destination(entry["info"])
+    if not lfts.switches:
+        raise CablingError(
+            f"{source}: no forwarding table found: expected `ibroute` output (`Unicast lids [...] of switch "
+            "...`), e.g. from `dump_lfts.sh` or OpenSM's opensm-lfts.dump"
+        )
+    return lfts
+
+
+def read_lfts(path: str) -> Lfts:
+    return parse_lfts(read_text(path, "save the tables there first (e.g. `dump_lfts.sh > FILE`)"), path)
+
+
+# -- written from a plan --------------------------------------------------------------------------
+
+
+def write_lfts(topo: Topology, tables: Mapping[str, Mapping[tuple[str, int], int]], plan: FabricPlan,
+               hca_names: HcaNames | None = None) -> str:  # fmt: skip
+    """`tables` (Router.tables(): switch -> (host, rail) -> port) as dump_lfts.sh prints them, with the
+    GUIDs and LIDs of `topo` (topology_from_plan of the same plan)."""
+    by_desc = {d.desc: d for d in topo.devices.values()}
+    hca_of: dict[tuple[str, int], str] = {}
+    for cable in plan.cables_in("node-leaf"):
+        hca_of[(cable.lower.device, cable.lower.port)] = planned_ends(cable, hca_names)[1].device
+    out: list[str] = []
+    top = max((d.lid or 0) for d in topo.devices.values())
+    for switch in plan.switches:
+        device = by_desc[switch.name]
+        assert device.guid is not None
+        rows: list[tuple[int, str]] = [
+            (device.lid or 0, f"000 : (Switch portguid 0x{device.guid:016x}: '{switch.name}')")
+        ]
+        for (host, rail), port in tables.get(switch.name, {}).items():
+            ca = by_desc[hca_of[(host, rail)]]
+            guid = ca.port_guids.get(1, ca.guid)
+            rows.append((ca.lid or 0, f"{port:03d} : (Channel Adapter portguid 0x{guid:016x}: '{ca.desc}')"))
+        rows.sort()
+        out.append(
+            f"Unicast lids [0x0-0x{top:x}] of switch Lid {device.lid} guid 0x{device.guid:016x} ({switch.name}):"
+        )
+        out += ["  Lid  Out   Destination", "       Port     Info "]
+        out += [f"0x{lid:04x} {row}" for lid, row in rows]
+        out.append(f"{len(rows)} valid lids dumped ")
+    return "\n".join(out) + "\n"
+
+
+# -- placed on the plan ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacedForwarding:
+    forwarding: dict[str, dict[tuple[str, int], int]]  # switch -> (host, rail) -> output port
+    unplaced: tuple[str, ...]  # tables and destinations the plan has no place for, with why
+    destinations: int  # (host, rail) entries placed, over every switch
+
+    def summary(self) -> str:
+        return f"{len(self.forwarding)} switch table(s) placed on the plan, {self.destinations} route entries" + (
+            f", {len(self.unplaced)} not placed" if self.unplaced else ""
+        )
+
+
+def place_forwarding(
+    plan: FabricPlan,
+    lfts: Lfts,
+    hca_names: HcaNames | None = None,
+    naming: Naming | None = None,
+    names_by_guid: Mapping[str, str] | None = None,
+) -> PlacedForwarding:
+    """The dump's tables by the plan's names; see the module docstring for how each is placed.
+
+    `names_by_guid` ("0x<guid>" -> planned name, node and port GUIDs alike) comes from identifying
+    an ibnetdiscover dump of the same fabric (podctl.validate.cabling.names_by_guid)."""
+    naming = naming or Naming()
+    names = names_by_guid or {}
+    planned = PlannedNames(plan, hca_names)
+    switches = planned.switches
+
+    def destination(dest: Destination) -> tuple[str, int] | None:
+        name = names.get(guid_key(dest.port_guid)) if dest.port_guid is not None else None
+        if name in planned.hca_at:
+            return planned.hca_at[name]
+        claim = naming.hca_claim(dest.desc) if dest.desc else None
+        host = planned.host_named.get(claim.host.lower()) if claim is not None and claim.hca else None
+        rail = planned.rail_named.get((host, claim.hca.lower())) if host and claim and claim.hca else None
+        return (host, rail) if host and rail is not None else None
+
+    forwarding: dict[str, dict[tuple[str, int], int]] = {}
+    unplaced: list[str] = []
+    unnamed: list[str] = []
+    placed = 0
+    for table in lfts.switches:
+        name = names.get(guid_key(table.guid))
+        if name not in switches:
+            by_desc = naming.switch_name(table.desc) if table.desc else None
+            name = by_desc if by_desc in switches else None
+        if name is None:
+            unplaced.append(
+                f"{lfts.source}:{table.line}: the table of {table.desc!r} (0x{table.guid:016x}): no switch of the "
+                "plan by that GUID or description"
+            )
+            continue
+        if name in forwarding:
+            raise CablingError(
+                f"{lfts.source}:{table.line}: a second table for switch {name} ({table.desc!r}); "
+                "each switch's table appears once in a dump"
+            )
+        entries: dict[tuple[str, int], int] = {}
+        for lid, dest in table.dest.items():
+            if dest.extra_path or dest.kind in ("Switch", "Router"):
+                continue
+            where = destination(dest)
+            if where is None:
+                if dest.kind == "Channel Adapter" or dest.desc:
+                    unnamed.append(f"{dest.desc!r} (LID {lid})")
+                continue
+            entries[where] = table.out[lid]
+        forwarding[name] = entries
+        placed += len(entries)
+    if unnamed:
+        distinct = sorted(set(unnamed))
+        unplaced.append(
+            f"{lfts.source}: {len(distinct)} destination(s) name no HCA of the plan, e.g. {', '.join(distinct[:3])}"
+            + (
+                "; `<host> HCA-<n>` names no rail: give the fabric's ibnetdiscover dump so GUIDs identify them"
+                if any("HCA-" in u for u in distinct)
+                else ""
+            )
+        )
+    return PlacedForwarding(forwarding, tuple(unplaced), placed)
+
+
+# -- followed -------------------------------------------------------------------------------------
+
+MAX_PROBLEMS = 20
+
+
+@dataclass(frozen=True)
+class RouteCheck:
+    """Every route of the placed tables followed, from every leaf to every destination of its rail."""
+
+    placed: PlacedForwarding
+    problems: tuple[str, ...]  # loops, ports without a planned cable, misdelivered destinations (the first 20)
+    problem_count: int
+    modelled: tuple[str, ...]  # switches a route crossed that the dump has no table (or entry) for
+    uncrossed: Mapping[str, tuple[int, int]]  # switch tier -> (cables no route crosses, cables of the tier)
+    differ: int  # (switch, destination) entries the subnet manager forwards other than podctl's model
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "switch_tables": len(self.placed.forwarding),
+            "entries": self.placed.destinations,
+            "unplaced": list(self.placed.unplaced),
+            "problems": list(self.problems),
+            "problem_count": self.problem_count,
+            "modelled_switches": list(self.modelled),
+            "uncrossed": {t: {"cables": n, "of": total} for t, (n, total) in self.uncrossed.items()},
+            "differ_from_model": self.differ,
+        }
+
+
+def check_routes(plan: FabricPlan, placed: PlacedForwarding) -> RouteCheck:
+    from podctl.localize.routing import Router, RoutingError
+
+    if not placed.forwarding:
+        raise CablingError(
+            "no table of the dump is one of the plan's switches: "
+            + ("; ".join(placed.unplaced[:2]) or "the dump holds no table")
+            + "; is it this fabric's? Give its ibnetdiscover dump too when the switches keep factory names"
+        )
+    router = Router(plan, forwarding=placed.forwarding)
+    problems: list[str] = []
+    count = 0
+    for rail in range(1, router.rails + 1):
+        for leaf in sorted({router.leaf(h, rail) for h in router.hosts}):
+            for dst in router.hosts:
+                try:
+                    router.route(leaf, dst, rail)
+                except RoutingError as exc:
+                    count += 1
+                    if len(problems) < MAX_PROBLEMS:
+                        problems.append(str(exc))
+    uncrossed: dict[str, tuple[int, int]] = {}
+    if not problems:
+        crossed = {c for rail in range(1, router.rails + 1) for c in router.users(rail)}
+        for tier in ("leaf-spine", "spine-core"):
+            ids = [router.cable_id[c] for c in plan.cables_in(tier)]
+            if ids:
+                uncrossed[tier] = (sum(i not in crossed for i in ids), len(ids))
+    model = Router(plan).tables(placed.forwarding)
+    differ = sum(
+        port != model.get(switch, {}).get(dst)
+        for switch, table in placed.forwarding.items()
+        for dst, port in table.items()
+    )
+    return RouteCheck(placed, tuple(problems), count, tuple(sorted(router.modelled)), uncrossed, differ)

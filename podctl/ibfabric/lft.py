@@ -81,19 +81,32 @@ class Destination:
     extra_path: bool = False  # an extra LID of a port with LMC > 0 ("path #2 out of 4")
 
 
+NO_PORT = 0xFF  # what an LFT holds for a LID it does not route
+
+
 @dataclass
 class SwitchTable:
     guid: int
     lid: int | None  # None when the dump addressed the switch by directed route
     desc: str
     line: int
-    out: dict[int, int] = field(default_factory=dict)  # destination LID -> output port (0: the switch itself)
-    dest: dict[int, Destination] = field(default_factory=dict)
+    # destination LID -> output port (0: the switch itself), NO_PORT where the dump has no entry: one byte
+    # per LID, as the switch holds it (a 1,344-node pod's dump has ten million entries)
+    ports: bytearray = field(default_factory=lambda: bytearray([NO_PORT]) * (MAX_LID + 1))
+    entries: int = 0
+
+    @property
+    def out(self) -> dict[int, int]:
+        """The entries as a dict (LID -> port): for reading a small table."""
+        return {lid: port for lid, port in enumerate(self.ports) if port != NO_PORT}
 
 
 @dataclass
 class Lfts:
     switches: list[SwitchTable] = field(default_factory=list)
+    # What each LID is, as the dump describes it: once per LID, not once per switch (a 1,344-node
+    # pod's dump has millions of entries and about eleven thousand LIDs).
+    dest: dict[int, Destination] = field(default_factory=dict)
     source: str = "<ibroute>"
     warnings: list[str] = field(default_factory=list)
 
@@ -111,6 +124,24 @@ def _destination(info: str | None) -> Destination:
     if match:
         return Destination("", int(match["guid"], 16), None, extra_path=int(match["i"]) > 1)
     return Destination("", None, None)
+
+
+_HEX_ENTRY = re.compile(r"0x(?P<lid>[0-9a-fA-F]{4}) (?P<port>\d{3})(?: [:#] (?P<info>.{0,600}))?")
+
+
+class _Entry(dict):
+    """A fast entry's groups, read like a re.Match's."""
+
+
+def _fast_entry(line: str, described: Mapping[int, Destination]) -> _Entry | re.Match[str] | None:
+    """The common line `0x0001 017 : (...)` of a LID already described: its LID and port without
+    reading the description again (a large dump repeats every LID's description in every table)."""
+    match = _HEX_ENTRY.fullmatch(line.rstrip())
+    if match is None:
+        return _ENTRY.fullmatch(line)
+    if int(match["lid"], 16) in described:
+        return _Entry(lid="0x" + match["lid"], port=match["port"], info=None)
+    return _ENTRY.fullmatch(line)
 
 
 def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
@@ -148,7 +179,7 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
                 )
             table = None
             continue
-        entry = _ENTRY.fullmatch(line)
+        entry = _ENTRY.fullmatch(line) if line[:1] != "0" or table is None else _fast_entry(line, lfts.dest)
         if entry is None:
             if is_stderr_line(line):
                 skipped(lfts.warnings, source, lineno, line, TOOL)
@@ -162,13 +193,18 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
         if port > MAX_PORT:
             raise CablingError(f"{source}:{lineno}: output port {port} is past the largest switch port ({MAX_PORT})")
         counted += 1
-        if lid in table.out and table.out[lid] != port:
+        if port == NO_PORT:
+            continue
+        if table.ports[lid] != NO_PORT and table.ports[lid] != port:
             raise CablingError(
                 f"{source}:{lineno}: LID {entry['lid']} appears twice in the table of {table.desc!r}, "
-                f"with ports {table.out[lid]} and {port}"
+                f"with ports {table.ports[lid]} and {port}"
             )
-        table.out[lid] = port
-        table.dest[lid] = _destination(entry["info"])
+        table.entries += table.ports[lid] == NO_PORT
+        table.ports[lid] = port
+        info = entry["info"]
+        if lid not in lfts.dest or (lfts.dest[lid].port_guid is None and info):
+            lfts.dest[lid] = _destination(info)
     if not lfts.switches:
         raise CablingError(
             f"{source}: no forwarding table found: expected `ibroute` output (`Unicast lids [...] of switch "
@@ -258,6 +294,15 @@ def place_forwarding(
     unplaced: list[str] = []
     unnamed: list[str] = []
     placed = 0
+    where_of: dict[int, tuple[str, int]] = {}  # LID -> (host, rail): each LID resolved once
+    for lid, dest in lfts.dest.items():
+        if dest.extra_path or dest.kind in ("Switch", "Router"):
+            continue
+        where = destination(dest)
+        if where is not None:
+            where_of[lid] = where
+        elif dest.kind == "Channel Adapter" or dest.desc:
+            unnamed.append(f"{dest.desc!r} (LID {lid})")
     for table in lfts.switches:
         name = names.get(guid_key(table.guid))
         if name not in switches:
@@ -274,16 +319,8 @@ def place_forwarding(
                 f"{lfts.source}:{table.line}: a second table for switch {name} ({table.desc!r}); "
                 "each switch's table appears once in a dump"
             )
-        entries: dict[tuple[str, int], int] = {}
-        for lid, dest in table.dest.items():
-            if dest.extra_path or dest.kind in ("Switch", "Router"):
-                continue
-            where = destination(dest)
-            if where is None:
-                if dest.kind == "Channel Adapter" or dest.desc:
-                    unnamed.append(f"{dest.desc!r} (LID {lid})")
-                continue
-            entries[where] = table.out[lid]
+        ports = table.ports
+        entries = {where: ports[lid] for lid, where in where_of.items() if ports[lid] != NO_PORT}
         forwarding[name] = entries
         placed += len(entries)
     if unnamed:
@@ -313,7 +350,7 @@ class RouteCheck:
     problem_count: int
     modelled: tuple[str, ...]  # switches a route crossed that the dump has no table (or entry) for
     uncrossed: Mapping[str, tuple[int, int]]  # switch tier -> (cables no route crosses, cables of the tier)
-    differ: int  # (switch, destination) entries the subnet manager forwards other than podctl's model
+    differ: int  # (switch, destination) entries the subnet manager forwards other than podctl's model; -1: not compared
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -328,7 +365,9 @@ class RouteCheck:
         }
 
 
-def check_routes(plan: FabricPlan, placed: PlacedForwarding) -> RouteCheck:
+def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool = True) -> RouteCheck:
+    """Follow every route; with `compare_model`, also count the entries podctl's model would forward
+    otherwise (a third of the work at 1,344 nodes: `podctl fabric routes` says it, validate skips it)."""
     from podctl.localize.routing import Router, RoutingError
 
     if not placed.forwarding:
@@ -356,10 +395,14 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding) -> RouteCheck:
             ids = [router.cable_id[c] for c in plan.cables_in(tier)]
             if ids:
                 uncrossed[tier] = (sum(i not in crossed for i in ids), len(ids))
-    model = Router(plan).tables(placed.forwarding)
-    differ = sum(
-        port != model.get(switch, {}).get(dst)
-        for switch, table in placed.forwarding.items()
-        for dst, port in table.items()
+    model = Router(plan).tables(placed.forwarding) if compare_model else {}
+    differ = (
+        -1
+        if not compare_model
+        else sum(
+            port != model.get(switch, {}).get(dst)
+            for switch, table in placed.forwarding.items()
+            for dst, port in table.items()
+        )
     )
     return RouteCheck(placed, tuple(problems), count, tuple(sorted(router.modelled)), uncrossed, differ)

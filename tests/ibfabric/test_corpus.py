@@ -268,7 +268,7 @@ def test_forwarding_table_files(name):
         lines = [line.split(mark, 1)[1] for line in text.splitlines()]
         text = "\n".join(line for line in lines if line.strip() != "...") + "\n"
     lfts = parse_lfts(text, name)
-    entries = [d for t in lfts.switches for d in t.dest.values()]
+    entries = [lfts.dest[lid] for t in lfts.switches for lid in t.out]
     assert (len(lfts.switches), len(entries), sum(d.extra_path for d in entries)) == (
         expected["tables"],
         expected["entries"],

@@ -43,8 +43,8 @@ def test_two_ibroute_runs_from_ibsim_read_port_by_port():
     assert (one.guid, one.lid, one.desc) == (0x200000, 1, "Switch1")
     assert one.out == {1: 0, 2: 1, 3: 3, 5: 3}  # by hand from the file
     assert two.out == {1: 4, 2: 4, 3: 0, 5: 1}
-    assert one.dest[2] == Destination("Channel Adapter", 0x100001, "Hca1")
-    assert one.dest[3] == Destination("Switch", 0x200001, "Switch2")
+    assert lfts.dest[2] == Destination("Channel Adapter", 0x100001, "Hca1")
+    assert lfts.dest[3] == Destination("Switch", 0x200001, "Switch2")
     # the two `ibwarn: ... sim_connect` lines were stderr, skipped with a warning each
     assert [w.split(": ", 1)[0] for w in lfts.warnings] == ["blog:1", "blog:11"]
 
@@ -54,8 +54,8 @@ def test_a_rail_optimized_lab_fabric_names_hosts_and_hcas():
     (leaf,) = lfts.switches
     assert (leaf.lid, leaf.desc, len(leaf.out)) == (4, "hxa-su1-leaf-r1", 8)
     assert leaf.out[4] == 0  # the switch itself
-    assert leaf.out[5] == 1 and leaf.dest[5].desc == "hxa-gpu01 mlx5_0"  # rail 1 of gpu01, on this leaf
-    assert leaf.out[8] == 34 and leaf.dest[8].desc == "hxa-gpu01 mlx5_1"  # rail 2: up to a spine
+    assert leaf.out[5] == 1 and lfts.dest[5].desc == "hxa-gpu01 mlx5_0"  # rail 1 of gpu01, on this leaf
+    assert leaf.out[8] == 34 and lfts.dest[8].desc == "hxa-gpu01 mlx5_1"  # rail 2: up to a spine
     assert not lfts.warnings  # cut by `head -12`: no trailer, nothing to compare
 
 
@@ -63,17 +63,17 @@ def test_a_qlogic_table_and_a_voltaire_lmc2_table_from_real_fabrics():
     qlogic = parse_lfts(_published("ibroute-qlogic-commented-llnl-opensm-smt.txt", "//"), "qlogic")
     (core,) = qlogic.switches
     assert (core.guid, core.lid, core.desc) == (0x00066A00EC002EEC, 17, "ibcore1 L109")
-    assert len(core.out) == 10 and core.out[0x0148] == 29 and core.dest[0x0148].desc == "hype229 qib0"
+    assert len(core.out) == 10 and core.out[0x0148] == 29 and qlogic.dest[0x0148].desc == "hype229 qib0"
     # 171 counted by the tool, 10 kept by the author: said, not hidden
     assert any("counted 171 LIDs" in w and "10 entries were read" in w for w in qlogic.warnings)
 
     voltaire = parse_lfts(_published("dump-lfts-voltaire-lmc2-commented-llnl-piu.txt", "#"), "voltaire")
     (switch,) = voltaire.switches
     assert (switch.lid, switch.desc, len(switch.out)) == (11, "ISR9024D Voltaire", 16)
-    paths = [lid for lid, d in switch.dest.items() if d.extra_path]
+    paths = [lid for lid, d in voltaire.dest.items() if d.extra_path]
     assert paths == [0x405, 0x406, 0x407]  # LMC 2: the port's three extra LIDs, each on its own port
     assert [switch.out[lid] for lid in (0x404, *paths)] == [1, 2, 3, 4]
-    assert switch.dest[0x404] == Destination("Channel Adapter", 0x0002C9020024D3E1, "minos703")
+    assert voltaire.dest[0x404] == Destination("Channel Adapter", 0x0002C9020024D3E1, "minos703")
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,8 @@ def check(
     type=click.Choice(["ibnetdiscover", "iblinkinfo", "lfts"]),
     default="ibnetdiscover",
     show_default=True,
-    help="lfts: every switch's forwarding table as dump_lfts.sh prints them, routed by podctl's ftree model.",
+    help="lfts: every switch's forwarding table in dump_lfts.sh's format, routed by podctl's ftree model (each "
+    "switch's entries for the nodes of its rails).",
 )
 @click.option("--fabric", "fabric_name", default="compute", show_default=True)
 def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
@@ -165,8 +166,10 @@ def routes(
     and fails on a loop or a port the plan has no cable at."""
     from .check import check_sources
     from .identity import naming_from_templates, read_anchors
-    from .lft import check_routes, place_forwarding, read_lfts
+    from .lft import routes_from_dump
 
+    if anchors_file is not None and ibnetdiscover_file is None:
+        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
     fab, plan, names = _plan(site_file, fabric_name)
     guid_names: dict[str, str] = {}
     if ibnetdiscover_file is not None:
@@ -174,9 +177,8 @@ def routes(
         guid_names = dict(
             check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0].names
         )
-    lfts = read_lfts(str(lfts_file))
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
-    result = check_routes(plan, place_forwarding(plan, lfts, names, naming, guid_names))
+    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names)
     if output == "json":
         click.echo(json.dumps({"site": str(site_file), "lfts": str(lfts_file), **result.as_dict()}, indent=2))
     else:

@@ -56,19 +56,25 @@ TOOL = "ibroute"
 _HEADER = re.compile(
     r"\s*+Unicast lids \[(?P<lo>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)-(?P<hi>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)\] of switch "
     r"(?:Lid (?P<lid>\d{1,5}+)|DR path [^()]{0,400}?)\s++guid (?P<guid>0x[0-9a-fA-F]{1,16}+)"
-    r"\s*+\((?P<desc>.{0,400})\):?\s*+"
+    r"\s*+\((?P<desc>.{0,400})\):?\s*+",
+    re.ASCII,
 )
-_MULTICAST = re.compile(r"Multicast mlids \[.{0,400}")
-_COLUMNS = re.compile(r"\s*+Lid\s++Out\s++Destination\s*+|\s*+Port\s++Info\s*+")
+_MULTICAST = re.compile(r"\s*+Multicast mlids \[.{0,400}", re.ASCII)
+_COLUMNS = re.compile(r"\s*+Lid\s++Out\s++Destination\s*+|\s*+Port\s++Info\s*+", re.ASCII)
 _ENTRY = re.compile(
-    r"\s*+(?P<lid>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)\s++(?P<port>\d{1,3}+)(?:\s++[:#]\s*+(?P<info>.{0,600}))?\s*+"
+    r"\s*+(?P<lid>0x[0-9a-fA-F]{1,4}+|\d{1,5}+)\s++(?P<port>\d{1,3}+)(?:\s++[:#]\s*+(?P<info>.{0,600}))?\s*+",
+    re.ASCII,
 )
-_TRAILER = re.compile(r"\s*+(?P<count>\d{1,6}+) (?:valid )?lids dumped\s*+")
+# ibroute counts the entries it printed ("N valid lids dumped"); OpenSM's dump prints its top LID ("N lids dumped").
+_TRAILER = re.compile(r"\s*+(?P<count>\d{1,6}+) (?P<valid>valid )?lids dumped\s*+", re.ASCII)
 _PORT_INFO = re.compile(
     r"\(?(?P<kind>Switch|Channel Adapter|Router|Unknown) portguid (?P<guid>0x[0-9a-fA-F]{1,16}+):\s*+"
-    r"'(?P<desc>.{0,256}?)'\)?"
+    r"'(?P<desc>.{0,256}?)'\)?",
+    re.ASCII,
 )
-_PATH_INFO = re.compile(r"\(?path #(?P<i>\d{1,3}+) out of (?P<n>\d{1,3}+): portguid (?P<guid>0x[0-9a-fA-F]{1,16}+)\)?")
+_PATH_INFO = re.compile(
+    r"\(?path #(?P<i>\d{1,3}+) out of (?P<n>\d{1,3}+): portguid (?P<guid>0x[0-9a-fA-F]{1,16}+)\)?", re.ASCII
+)
 MAX_LID = 0xBFFF  # unicast LIDs are 0x0001-0xbfff
 MAX_PORT = 255
 
@@ -91,9 +97,11 @@ class SwitchTable:
     desc: str
     line: int
     # destination LID -> output port (0: the switch itself), NO_PORT where the dump has no entry: one byte
-    # per LID, as the switch holds it (a 1,344-node pod's dump has ten million entries)
-    ports: bytearray = field(default_factory=lambda: bytearray([NO_PORT]) * (MAX_LID + 1))
-    entries: int = 0
+    # per LID, as the switch holds it (a 1,344-node pod's dump has ten million entries), grown as LIDs come
+    ports: bytearray = field(default_factory=bytearray)
+
+    def port(self, lid: int) -> int:
+        return self.ports[lid] if lid < len(self.ports) else NO_PORT
 
     @property
     def out(self) -> dict[int, int]:
@@ -126,7 +134,12 @@ def _destination(info: str | None) -> Destination:
     return Destination("", None, None)
 
 
-_HEX_ENTRY = re.compile(r"0x(?P<lid>[0-9a-fA-F]{4}) (?P<port>\d{3})(?: [:#] (?P<info>.{0,600}))?")
+_HEX_ENTRY = re.compile(r"0x(?P<lid>[0-9a-fA-F]{4}) (?P<port>\d{3})(?: [:#] (?P<info>.{0,600}))?", re.ASCII)
+# What the tables may hold in all, in bytes (one per LID and switch), against the text's length: a real
+# dump spends about 70 bytes of text per entry; a file of headers alone must not take gigabytes.
+TABLE_BYTES_PER_CHAR = 4
+TABLE_BYTES_FLOOR = 64 * 2**20
+TOOLS = ("ibroute", "dump_lfts.sh", "dump_lfts", "dump_fts")
 
 
 class _Entry(dict):
@@ -139,7 +152,8 @@ def _fast_entry(line: str, described: Mapping[int, Destination]) -> _Entry | re.
     match = _HEX_ENTRY.fullmatch(line.rstrip())
     if match is None:
         return _ENTRY.fullmatch(line)
-    if int(match["lid"], 16) in described:
+    known = described.get(int(match["lid"], 16))
+    if known is not None and known.port_guid is not None:
         return _Entry(lid="0x" + match["lid"], port=match["port"], info=None)
     return _ENTRY.fullmatch(line)
 
@@ -150,17 +164,21 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
     table: SwitchTable | None = None
     in_multicast = False
     counted = 0
+    budget = max(TABLE_BYTES_FLOOR, TABLE_BYTES_PER_CHAR * len(text))
     expected = "an `Unicast lids [...] of switch ... guid ... (...)` header, a `0x<lid> <port> : (...)` entry or `N valid lids dumped`"
     for lineno, line in numbered_lines(text, source, TOOL):
         stripped = line.strip()
-        if not stripped or is_command_echo(line, TOOL):
+        if not stripped or any(is_command_echo(line, tool) for tool in TOOLS):
             continue
         header = _HEADER.fullmatch(line)
         if header:
             guid = parse_guid(header["guid"])
             if guid is None:
                 raise CablingError(f"{source}:{lineno}: switch GUID {header['guid']!r} is not a GUID")
-            table = SwitchTable(guid, int(header["lid"]) if header["lid"] else None, header["desc"].strip(), lineno)
+            # OpenSM's dump quotes the description: ('MF0;leaf-01:MQM8700/U1')
+            desc = header["desc"].strip()
+            desc = desc[1:-1] if len(desc) > 1 and desc[0] == desc[-1] == "'" else desc
+            table = SwitchTable(guid, int(header["lid"]) if header["lid"] else None, desc, lineno)
             lfts.switches.append(table)
             in_multicast, counted = False, 0
             continue
@@ -172,7 +190,7 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
             continue
         trailer = _TRAILER.fullmatch(line)
         if trailer:
-            if table is not None and int(trailer["count"]) != counted:
+            if table is not None and trailer["valid"] and int(trailer["count"]) != counted:
                 lfts.warnings.append(
                     f"{source}:{lineno}: the tool counted {trailer['count']} LIDs for {table.desc!r}, "
                     f"{counted} entries were read: the block may be cut"
@@ -195,12 +213,19 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
         counted += 1
         if port == NO_PORT:
             continue
-        if table.ports[lid] != NO_PORT and table.ports[lid] != port:
+        if table.port(lid) != NO_PORT:
             raise CablingError(
                 f"{source}:{lineno}: LID {entry['lid']} appears twice in the table of {table.desc!r}, "
-                f"with ports {table.ports[lid]} and {port}"
+                f"with ports {table.port(lid)} and {port}"
             )
-        table.entries += table.ports[lid] == NO_PORT
+        if lid >= len(table.ports):
+            budget -= lid + 1 - len(table.ports)
+            if budget < 0:
+                raise CablingError(
+                    f"{source}:{lineno}: the tables reach LIDs far beyond what a dump of this length holds; "
+                    "this is not a forwarding-table dump"
+                )
+            table.ports.extend(bytes([NO_PORT]) * (lid + 1 - len(table.ports)))
         table.ports[lid] = port
         info = entry["info"]
         if lid not in lfts.dest or (lfts.dest[lid].port_guid is None and info):
@@ -295,19 +320,24 @@ def place_forwarding(
     unnamed: list[str] = []
     placed = 0
     where_of: dict[int, tuple[str, int]] = {}  # LID -> (host, rail): each LID resolved once
-    for lid, dest in lfts.dest.items():
+    seen: set[tuple[str, int]] = set()
+    for lid, dest in sorted(lfts.dest.items()):
         if dest.extra_path or dest.kind in ("Switch", "Router"):
             continue
         where = destination(dest)
         if where is not None:
-            where_of[lid] = where
+            # With LMC > 0 OpenSM's dump describes a port's extra LIDs like its base LID, the lowest:
+            # traffic goes to the base LID, so that one's port is the route.
+            if where not in seen:
+                where_of[lid] = where
+                seen.add(where)
         elif dest.kind == "Channel Adapter" or dest.desc:
             unnamed.append(f"{dest.desc!r} (LID {lid})")
     for table in lfts.switches:
         name = names.get(guid_key(table.guid))
         if name not in switches:
             by_desc = naming.switch_name(table.desc) if table.desc else None
-            name = by_desc if by_desc in switches else None
+            name = planned.switch_named.get(by_desc.lower()) if by_desc else None
         if name is None:
             unplaced.append(
                 f"{lfts.source}:{table.line}: the table of {table.desc!r} (0x{table.guid:016x}): no switch of the "
@@ -319,8 +349,7 @@ def place_forwarding(
                 f"{lfts.source}:{table.line}: a second table for switch {name} ({table.desc!r}); "
                 "each switch's table appears once in a dump"
             )
-        ports = table.ports
-        entries = {where: ports[lid] for lid, where in where_of.items() if ports[lid] != NO_PORT}
+        entries = {where: table.port(lid) for lid, where in where_of.items() if table.port(lid) != NO_PORT}
         forwarding[name] = entries
         placed += len(entries)
     if unnamed:
@@ -376,6 +405,12 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
             + ("; ".join(placed.unplaced[:2]) or "the dump holds no table")
             + "; is it this fabric's? Give its ibnetdiscover dump too when the switches keep factory names"
         )
+    if not placed.destinations:
+        raise CablingError(
+            "the tables route no destination that is an HCA of the plan: "
+            + ("; ".join(placed.unplaced[-1:]) or "their entries describe no destination (dump_lfts.sh -n?)")
+            + "; give the fabric's ibnetdiscover dump so that GUIDs name them"
+        )
     router = Router(plan, forwarding=placed.forwarding)
     problems: list[str] = []
     count = 0
@@ -385,9 +420,10 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
                 try:
                     router.route(leaf, dst, rail)
                 except RoutingError as exc:
-                    count += 1
-                    if len(problems) < MAX_PROBLEMS:
-                        problems.append(str(exc))
+                    if str(exc) not in problems:  # one bad entry breaks the routes of every leaf to it
+                        count += 1
+                        if len(problems) < MAX_PROBLEMS:
+                            problems.append(str(exc))
     uncrossed: dict[str, tuple[int, int]] = {}
     if not problems:
         crossed = {c for rail in range(1, router.rails + 1) for c in router.users(rail)}
@@ -396,13 +432,30 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
             if ids:
                 uncrossed[tier] = (sum(i not in crossed for i in ids), len(ids))
     model = Router(plan).tables(placed.forwarding) if compare_model else {}
+    # Compared where the model routes the destination at all: a dump of one subnet holds every rail's
+    # LIDs in every table, the model a switch's own rails.
     differ = (
-        -1
-        if not compare_model
-        else sum(
-            port != model.get(switch, {}).get(dst)
+        sum(
+            port != model[switch][dst]
             for switch, table in placed.forwarding.items()
             for dst, port in table.items()
+            if dst in model.get(switch, {})
         )
+        if compare_model
+        else -1
     )
     return RouteCheck(placed, tuple(problems), count, tuple(sorted(router.modelled)), uncrossed, differ)
+
+
+def routes_from_dump(
+    plan: FabricPlan,
+    path: str,
+    hca_names: HcaNames | None = None,
+    naming: Naming | None = None,
+    names_by_guid: Mapping[str, str] | None = None,
+    compare_model: bool = True,
+) -> tuple[Lfts, RouteCheck]:
+    """Read a dump, place its tables on the plan and follow every route: `podctl fabric routes` and
+    `podctl validate --lfts` alike. CablingError when it is no dump of this fabric."""
+    lfts = read_lfts(path)
+    return lfts, check_routes(plan, place_forwarding(plan, lfts, hca_names, naming, names_by_guid), compare_model)

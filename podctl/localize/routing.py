@@ -54,7 +54,8 @@ class Router:
         self.forwarding = forwarding or {}
         self.rails = max(c.lower.port for c in plan.cables_in("node-leaf"))
         self.hosts: tuple[str, ...] = tuple(h for su in plan.scalable_units for h in su)
-        numbered = [h for h in order if h in set(self.hosts)] + [h for h in self.hosts if h not in set(order)]
+        known, ordered = set(self.hosts), set(order)
+        numbered = [h for h in order if h in known] + [h for h in self.hosts if h not in ordered]
         self.index = {h: i for i, h in enumerate(numbered)}
         self._leaf_of = {(c.lower.device, c.lower.port): c.upper.device for c in plan.cables_in("node-leaf")}
         self.cables: tuple[Cable, ...] = plan.cables
@@ -98,7 +99,9 @@ class Router:
         self._routes: dict[tuple[str, str], tuple[int, ...]] = {}
         self._hops: dict[tuple[str, str, bool], list[Cable]] = {}
         self._users: dict[int, dict[int, dict[str, frozenset[str]]]] = {}
-        self.modelled: set[str] = set()  # switches a route crossed whose table lacked the destination
+        self.modelled: set[str] = set()  # switches a route crossed that have no table
+        # Destinations some table routes: a switch with a table but no entry for one of them drops its traffic.
+        self._routed = {dst for table in self.forwarding.values() for dst in table}
 
     def _strides(self) -> dict[tuple[int, bool], int]:
         """The place value of each (tier, going up) digit: the product of the radices before it."""
@@ -124,7 +127,8 @@ class Router:
 
     def next_hop(self, here: str, dst: str, rail: int) -> Cable:
         """The cable switch `here` forwards traffic for `dst`'s HCA on `rail` out of."""
-        port = self.forwarding.get(here, {}).get((dst, rail))
+        table = self.forwarding.get(here)
+        port = table.get((dst, rail)) if table is not None else None
         if port is not None:
             cable = self._at.get((here, port))
             if cable is None:
@@ -132,6 +136,8 @@ class Router:
                     f"{here} forwards {dst} (rail {rail}) out of port {port}, which has no planned cable"
                 )
             return cable
+        if table is not None and (dst, rail) in self._routed:
+            raise RoutingError(f"{here} has no entry for {dst} (rail {rail}): the switch would drop its traffic")
         if self.forwarding:
             self.modelled.add(here)
         return self._modelled_hop(here, dst, rail)
@@ -156,6 +162,7 @@ class Router:
         dst_leaf = self._leaf_of[(dst, rail)]
         path: list[int] = []
         here = src_leaf
+        visited = [here]
         while True:
             cable = self.next_hop(here, dst, rail)
             if cable.tier == "node-leaf":
@@ -167,10 +174,10 @@ class Router:
                 break
             path.append(self.cable_id[cable])
             here = cable.upper.device if cable.lower.device == here else cable.lower.device
+            visited.append(here)
             if len(path) > self._max_hops:
                 raise RoutingError(
-                    f"the route from {src_leaf} to {dst} (rail {rail}) loops: "
-                    + " -> ".join(self.cables[i].upper.device for i in path[-4:])
+                    f"the route from {src_leaf} to {dst} (rail {rail}) loops: {' -> '.join(visited[:5])} -> ..."
                 )
         assert here == dst_leaf
         result = tuple(path)

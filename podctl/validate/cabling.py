@@ -214,7 +214,7 @@ def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tupl
     planned cable, no table of the plan's switches) are a FabricCheckError: localizing on routes the
     pod does not have would accuse the wrong cables."""
     from ..ibfabric.identity import naming_from_templates
-    from ..ibfabric.lft import check_routes, place_forwarding, read_lfts
+    from ..ibfabric.lft import routes_from_dump
     from ..ibfabric.topofile import CablingError
 
     fabric = site.fabrics.get(FABRIC)
@@ -222,11 +222,8 @@ def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tupl
         raise FabricCheckError("--lfts: the site declares no compute fabric to route")
     plan = cached_plan(fabric)
     try:
-        tables = read_lfts(str(lfts))
         naming = naming_from_templates(fabric.naming_switch, fabric.naming_hca)
-        result = check_routes(
-            plan, place_forwarding(plan, tables, hca_names(site, FABRIC), naming, names), compare_model=False
-        )
+        tables, result = routes_from_dump(plan, str(lfts), hca_names(site, FABRIC), naming, names, compare_model=False)
     except CablingError as exc:
         raise FabricCheckError(f"--lfts {lfts}: {exc}") from None
     if result.problem_count:

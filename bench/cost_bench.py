@@ -194,6 +194,34 @@ def _loglog(ns: list[float], ys: list[float]) -> tuple[float, float]:
     return math.exp(my - b * mx), b
 
 
+def work_and_wait(points: list[tuple[int, dict]]) -> dict[str, float] | None:
+    """Split a step's controller CPU into work per node and waiting per wall second: least squares of
+    cpu = a * N + b * wall over the sizes (3 or more). On the sim the wall grows faster than N (the
+    nodes share the host's cores) and Ansible's controller polls while it waits, so CPU per node at
+    the largest pod mixes the two; a real pod's wall per wave does not grow with N."""
+    if len(points) < 3:
+        return None
+    ns = [float(n) for n, _ in points]
+    walls = [m["wall_s"] for _, m in points]
+    cpus = [m["cpu_s"] for _, m in points]
+    snn = sum(n * n for n in ns)
+    sww = sum(w * w for w in walls)
+    snw = sum(n * w for n, w in zip(ns, walls, strict=True))
+    snc = sum(n * c for n, c in zip(ns, cpus, strict=True))
+    swc = sum(w * c for w, c in zip(walls, cpus, strict=True))
+    det = snn * sww - snw * snw
+    if abs(det) < 1e-9:
+        return None
+    a = (snc * sww - swc * snw) / det
+    b = (swc * snn - snc * snw) / det
+    residual = max(abs(a * n + b * w - c) / c for n, w, c in zip(ns, walls, cpus, strict=True))
+    return {
+        "work_cpu_s_per_node": round(a, 2),
+        "wait_cpu_s_per_wall_s": round(b, 3),
+        "split_max_error": round(residual, 2),
+    }
+
+
 def load_sizes(paths: list[Path]) -> list[dict]:
     """The measured sizes of one or more results files, smallest pod first."""
     return sorted((z for p in paths for z in json.loads(p.read_text())["sizes"]), key=lambda z: z["nodes"])
@@ -218,6 +246,9 @@ def fit(paths: list[Path]) -> int:
         _, bc = _loglog(ns, [m["cpu_s"] for _, m in points])
         per_node = points[-1][1]["cpu_s"] / points[-1][0]
         fits[step] = {"wall_exponent": round(bw, 2), "cpu_exponent": round(bc, 2), "cpu_s_per_node": round(per_node, 2)}
+        split = work_and_wait(points)
+        if split is not None:
+            fits[step].update(split)
         print(f"{step:<26} {','.join(str(int(n)) for n in ns):>24} {bw:>14.2f} {bc:>13.2f} {per_node:>15.2f}")
     path.with_suffix(".fit.json").write_text(json.dumps(fits, indent=1) + "\n")
     try:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import assets, yamlout
+from .cohost import crowding
 from .errors import PodctlError
 from .redact import redact_tree
 
@@ -39,6 +40,11 @@ DEFAULT_FORKS = 5  # Ansible's own default
 CONTROL_PERSIST_S = 600
 FACT_CACHE_TIMEOUT_S = 86400
 SERVER_ALIVE_INTERVAL_S = 5
+# Keepalives unanswered before a node is taken for dead: 15 s for a pod's own machines. A sim pod
+# past the density its host runs well (podctl.cohost) gets that many times longer: at 32 nodes on 2
+# cores (load ~80) two nodes' sshd, busy installing Slurm, answered late and their sessions were
+# dropped mid-task ("Data could not be sent to remote host").
+SERVER_ALIVE_COUNT = 3
 TEMPLATE_START = "{"
 # The `command` artifact records the whole environment podctl ran with: keep
 # what explains the run, drop the rest (it may hold tokens), mask anything
@@ -73,7 +79,14 @@ def control_path_dir() -> Path:
 
 
 def ansible_settings(
-    *, hosts: int, fast: bool, fact_cache_dir: Path, roles_path: Path, private_key: Path | None, host_key_checking: bool
+    *,
+    hosts: int,
+    fast: bool,
+    fact_cache_dir: Path,
+    roles_path: Path,
+    private_key: Path | None,
+    host_key_checking: bool,
+    emulated_nodes: int = 0,
 ) -> AnsibleSettings:
     env: dict[str, str] = {
         "ANSIBLE_ROLES_PATH": str(roles_path),
@@ -88,7 +101,8 @@ def ansible_settings(
     known_hosts = "" if host_key_checking else " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no"
     # A node that dies mid-task (power cut) sends no FIN: without keepalives its
     # SSH session, multiplexed or not, would hang the play instead of failing.
-    known_hosts += f" -o ServerAliveInterval={SERVER_ALIVE_INTERVAL_S} -o ServerAliveCountMax=3"
+    alive = SERVER_ALIVE_COUNT * crowding(emulated_nodes)
+    known_hosts += f" -o ServerAliveInterval={SERVER_ALIVE_INTERVAL_S} -o ServerAliveCountMax={alive}"
     if fast:
         forks = max(1, min(hosts, MAX_FORKS))
         env.update(

@@ -249,6 +249,7 @@ def deploy(
         private_key=private_key,
         # The sim's containers get fresh host keys on every `sim up`.
         host_key_checking=not site.emulated,
+        emulated_nodes=len(site.nodes) if site.emulated else 0,
     )
     request = DeployRequest(
         site=site,

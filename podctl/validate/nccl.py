@@ -23,13 +23,13 @@ it could not clear, or in a slow pair no accusation explains.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..cohost import cohost_capacity
 from ..localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
 from ..localize.routing import Forwarding, Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
@@ -76,14 +76,6 @@ class JobBroke(Exception):
 # under sshd's MaxStartups), so this bounds what the controller holds: 128 srun processes
 # and sshd sessions, a few MB each. A pairwise round of a 1,344-node pod (672 pairs) is 6 waves.
 MAX_CONCURRENT_JOBS = 128
-
-
-def cohost_capacity() -> int:
-    """How many ranks of emulated nodes run at once: the sim's nodes are containers sharing this
-    host's cores, and the sim profile's reference figures were measured with 3 nodes on 2 cores.
-    Kept to that density, a large sim pod measures what a small one does (a real pod is not
-    limited: its nodes are machines of their own)."""
-    return max(2, (3 * (os.cpu_count() or 2)) // 2)
 
 
 class SlurmTester:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..cohost import cohost_capacity
 from ..facts import Facts, hca_names
 from ..hostlist import fold as fold_hostlist
 from ..inventory import write_inventory
@@ -30,7 +31,7 @@ from .envelope import broken_envelope, parse_envelope
 from .figures import FIGURES, NODE_SUITES, suite_of
 from .judge import Certification, CheckRun, effective_reference, judge
 from .local import LocalCheck, ValidationError, plan_local
-from .nccl import NcclOutcome, NcclSpec, cohost_capacity, pairwise_rounds, run_nccl, size_label
+from .nccl import NcclOutcome, NcclSpec, pairwise_rounds, run_nccl, size_label
 from .ncclperf import PerfSpec, perf_verdicts, run_perf
 from .portcounters import port_counter_runs, port_evidence
 from .slurm import Job, SlurmError, SlurmJobs
@@ -169,7 +170,7 @@ def node_checks(
 
 def _waves(pod: PodTarget, hosts: list[str]) -> list[list[str]]:
     """All hosts at once on a real pod; on a sim, waves that keep the co-hosted nodes at the density
-    its reference figures were measured at (nccl.cohost_capacity)."""
+    its reference figures were measured at (podctl.cohost)."""
     if not all(pod.site.profile_of(pod.site.node(h)).emulated for h in hosts):
         return [hosts]
     size = max(1, cohost_capacity())

@@ -53,3 +53,25 @@ def test_host_key_checking(fast: bool) -> None:
     sim = _settings(4, fast=fast, host_key_checking=False).envvars
     assert sim["ANSIBLE_HOST_KEY_CHECKING"] == "False"
     assert "UserKnownHostsFile=/dev/null" in sim["ANSIBLE_SSH_ARGS"]
+
+
+def test_a_crowded_sim_pod_allows_its_nodes_longer_to_answer_keepalives(monkeypatch) -> None:
+    # A real pod takes a node silent for 15 s for dead. 32 emulated nodes on 2 cores (48 to a core
+    # pair's 3) had two sessions dropped mid-task: there the allowance grows with the crowding.
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+
+    def alive(emulated: int) -> str:
+        args = ansible_settings(
+            hosts=32,
+            fast=True,
+            fact_cache_dir=Path("/r"),
+            roles_path=Path("/p"),
+            private_key=None,
+            host_key_checking=False,
+            emulated_nodes=emulated,
+        ).envvars["ANSIBLE_SSH_ARGS"]
+        return args.split("ServerAliveCountMax=")[1].split()[0]
+
+    assert alive(0) == "3" and alive(4) == "6"  # 4 nodes on 2 cores: twice the measured 3
+    assert alive(32) == str(3 * 11)  # ceil(32 / 3)
+    assert alive(3) == "3"

@@ -80,6 +80,7 @@ def run_conformance(
         private_key=private_key,
         # The sim's containers get fresh host keys on every `sim up`, as in podctl deploy.
         host_key_checking=not site.emulated,
+        emulated_nodes=len(site.nodes) if site.emulated else 0,
     )
 
     started = time.monotonic()

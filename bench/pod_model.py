@@ -10,8 +10,10 @@ Per Ansible step (deploy stages, no-change re-run, conformance): its wall is the
 - waves x one wave's wall: Ansible runs each task on `forks` hosts at a time, so ceil(N/forks)
   waves, each as long as the smallest measured pod's whole step (every host in one wave there;
   an upper bound, since the sim's nodes share the host's cores), and
-- the controller's CPU: N x the step's CPU seconds per node at the largest measured pod, over
-  the controller's cores.
+- the controller's CPU: N x the step's CPU work per node, over the controller's cores. The work
+  per node comes from splitting each step's CPU over the measured sizes into a * N + b * wall
+  (cost_bench.work_and_wait): Ansible's controller also spends CPU while it waits, about 0.13 s
+  a second with 32 forks (bench/ansible_overhead.py), and on the sim the wall grows faster than N.
 Collectives: round 1 (one job over all nodes), the pairwise rounds in waves of the jobs-at-once
 cap, and the sweep (one job over all nodes, taken as two pairwise jobs long).
 
@@ -28,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cost_bench import STAGES, load_sizes
+from cost_bench import STAGES, load_sizes, work_and_wait
 
 from podctl.ansible import MAX_FORKS
 from podctl.facts import Facts
@@ -56,13 +58,19 @@ def ansible_step(sizes: list[dict], step: str, nodes: int, cores: int, forks: in
         return None
     small, large = min(points, key=lambda z: z["nodes"]), max(points, key=lambda z: z["nodes"])
     wave = small["steps"][step]["wall_s"]
-    per_node = large["steps"][step]["cpu_s"] / large["nodes"]
+    # The work per node, without the CPU Ansible spends waiting (which on the sim grows with the
+    # crowded host's wall, and on a pod with the waves): from the split over every size where there
+    # are three, else the largest pod's CPU per node.
+    split = work_and_wait([(z["nodes"], z["steps"][step]) for z in points])
+    per_node = split["work_cpu_s_per_node"] if split else large["steps"][step]["cpu_s"] / large["nodes"]
     waves = math.ceil(nodes / forks)
     latency, cpu = waves * wave, nodes * per_node / cores
     return {
         "wave_s": wave,
         "waves": waves,
         "cpu_s_per_node": round(per_node, 2),
+        "cpu_s_per_node_at_largest": round(large["steps"][step]["cpu_s"] / large["nodes"], 2),
+        "wait_cpu_s_per_wall_s": split["wait_cpu_s_per_wall_s"] if split else None,
         "latency_bound_s": round(latency),
         "cpu_bound_s": round(cpu),
         "wall_s": round(max(latency, cpu)),

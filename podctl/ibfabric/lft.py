@@ -47,7 +47,6 @@ from .topofile import (
     is_stderr_line,
     not_output,
     numbered_lines,
-    planned_ends,
     read_text,
     skipped,
 )
@@ -250,9 +249,7 @@ def write_lfts(topo: Topology, tables: Mapping[str, Mapping[tuple[str, int], int
     """`tables` (Router.tables(): switch -> (host, rail) -> port) as dump_lfts.sh prints them, with the
     GUIDs and LIDs of `topo` (topology_from_plan of the same plan)."""
     by_desc = {d.desc: d for d in topo.devices.values()}
-    hca_of: dict[tuple[str, int], str] = {}
-    for cable in plan.cables_in("node-leaf"):
-        hca_of[(cable.lower.device, cable.lower.port)] = planned_ends(cable, hca_names)[1].device
+    hca_of = PlannedNames(plan, hca_names).hca  # (host, rail) -> "dgx001 mlx5_0"
     out: list[str] = []
     top = max((d.lid or 0) for d in topo.devices.values())
     for switch in plan.switches:
@@ -413,15 +410,15 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
         )
     router = Router(plan, forwarding=placed.forwarding)
     problems: list[str] = []
-    count = 0
+    seen: set[str] = set()
     for rail in range(1, router.rails + 1):
         for leaf in sorted({router.leaf(h, rail) for h in router.hosts}):
             for dst in router.hosts:
                 try:
                     router.route(leaf, dst, rail)
                 except RoutingError as exc:
-                    if str(exc) not in problems:  # one bad entry breaks the routes of every leaf to it
-                        count += 1
+                    if str(exc) not in seen:  # one bad entry breaks the routes of every leaf to it
+                        seen.add(str(exc))
                         if len(problems) < MAX_PROBLEMS:
                             problems.append(str(exc))
     uncrossed: dict[str, tuple[int, int]] = {}
@@ -444,7 +441,7 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
         if compare_model
         else -1
     )
-    return RouteCheck(placed, tuple(problems), count, tuple(sorted(router.modelled)), uncrossed, differ)
+    return RouteCheck(placed, tuple(problems), len(seen), tuple(sorted(router.modelled)), uncrossed, differ)
 
 
 def routes_from_dump(

@@ -8,6 +8,7 @@ larger than a pod can be before anything is built.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
@@ -15,6 +16,17 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 # The largest DGX SuperPOD-style pods have a few thousand nodes; a host list
 # ten times larger than the largest planned pod is a typo, not a site.
 MAX_HOSTS = 16_384
+
+
+# RFC 1123 section 2.1: a host name label is letters, digits and hyphens, neither starting nor
+# ending with a hyphen (a leading digit is allowed), at most 63 characters.
+HOSTNAME_MAX = 63
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def is_hostname(name: str) -> bool:
+    """True when `name` is one RFC 1123 label (what podctl accepts as a host's name)."""
+    return _LABEL.fullmatch(name) is not None
 
 
 class HostlistError(ValueError):

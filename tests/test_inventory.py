@@ -147,3 +147,24 @@ def test_validation_tools_vars() -> None:
         "wheels": str(REPO / ".cache" / "validation-wheels"),
         "source": str(REPO / "validation"),
     }
+
+
+@pytest.mark.parametrize("name", ["..", ".", "-lead", "trail-", "dgx01.pod", "x" * 64, "node_01", ""])
+def test_the_renderer_refuses_a_node_that_is_not_a_host_name(name: str, tmp_path: Path) -> None:
+    # The loader reports such a name with its YAML path (tests/data/invalid-hostname.yaml); a model
+    # built another way must still not decide which files the inventory writes.
+    import dataclasses
+
+    site = load_site(SIM_SITE)
+    bad = dataclasses.replace(site.nodes[-1], hostname=name)
+    site = dataclasses.replace(site, nodes=(*site.nodes[:-1], bad))
+    with pytest.raises(PodctlError, match="not a host name"):
+        write_inventory(site, tmp_path / "inventory")
+    assert not (tmp_path / "inventory").exists()
+
+
+@pytest.mark.parametrize("name", ["a", "0", "dgx-h100-001", "x" * 63, "NODE01", "9node"])
+def test_rfc_1123_labels_are_host_names(name: str) -> None:
+    from podctl.hostlist import is_hostname
+
+    assert is_hostname(name)

@@ -30,7 +30,7 @@ class Builder(NodeSections, FabricSections, ServiceSections):
 
     def hostlist(self, path: PathKey, text: str) -> tuple[str, ...]:
         try:
-            return hostlists.expand(text)
+            hosts = hostlists.expand(text)
         except hostlists.HostlistError as exc:
             self.report.error(
                 path,
@@ -39,6 +39,21 @@ class Builder(NodeSections, FabricSections, ServiceSections):
                 code="hostlist",
             )
             return ()
+        # A host name becomes a file name (host_vars/HOST.yml), an Ansible host and a Slurm
+        # NodeName: `..` would write outside the inventory, `a.b` is a domain, not a host.
+        bad = [h for h in hosts if not hostlists.is_hostname(h)]
+        if bad:
+            shown = ", ".join(repr(h) for h in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            self.report.error(
+                path,
+                f"hostlist {text!r} names {shown}: not a host name",
+                "a host name is one RFC 1123 label: letters, digits and hyphens, not starting or ending "
+                f"with a hyphen, at most {hostlists.HOSTNAME_MAX} characters (the domain goes under "
+                "networks.management.domain)",
+                code="hostname",
+            )
+            return tuple(h for h in hosts if hostlists.is_hostname(h))
+        return hosts
 
     def site_hosts(self, path: PathKey, text: str, what: str) -> tuple[str, ...]:
         """Expand a hostlist whose every host must be a node of this site."""

@@ -18,6 +18,10 @@ GATE_PROGRAM = "/usr/local/sbin/podctl-healthcheck"
 GATE_PROLOG = "/usr/local/sbin/podctl-healthcheck-prolog"
 GATE_EXPECT = "/etc/podctl/health.json"
 GATE_STATE = "/var/lib/podctl/health"
+# The maintenance mark a deploy writes before it restarts a gate service on a node (tmpfs: a
+# reboot clears it), and how long the gate asks a starting or stopping unit again.
+GATE_MAINTENANCE = "/run/podctl/maintenance.json"
+GATE_TRANSIENT_WAIT_S = 5
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 # PCIe lanes of an SXM GPU's host link; fewer means a degraded link.
 GPU_PCIE_WIDTH = 16
@@ -84,6 +88,8 @@ def gate_expectations(site: Site, host: str) -> dict[str, object] | None:
         "free_space": [{"path": f.path, "min_free_gib": f.min_free_gib} for f in hc.free_space],
         "min_free_memory_gib": hc.min_free_memory_gib,
         "services": gate_services(site),
+        "transient_wait_s": GATE_TRANSIENT_WAIT_S,
+        "maintenance": GATE_MAINTENANCE,
         "node_check": {
             "python": site.validation.tools.python,
             "argv": [

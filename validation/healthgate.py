@@ -5,6 +5,8 @@ supposed to be, a drain with the reason when it is not, and a record for Prometh
     podctl-healthcheck                     # Slurm's HealthCheckProgram: no arguments
     podctl-healthcheck-prolog              # the same as Slurm's Prolog (a symbolic link)
     podctl-healthcheck --no-drain --print  # by hand, or from `podctl nodes recheck`
+    podctl-healthcheck --mark slurmd --for 300 --by 'podctl deploy'   # before a planned restart
+    podctl-healthcheck --unmark                                       # once it is back
 
 What it checks comes from the expectations file the deploy renders for this node
 (/etc/podctl/health.json, from the site and the node's hardware profile): each shared
@@ -13,6 +15,14 @@ memory, the services a compute node needs (munge and slurmd among them), a munge
 credential that round-trips, and, through validation.health run by the validation
 tools' Python, the GPUs (count, model, memory, ECC, row remapping, NVLinks, PCIe width,
 throttle reasons, new XID events) and the HCA ports (state and rate).
+
+A unit found activating, deactivating or reloading is asked again every half second for a
+short while (transient_wait_s, 5 s) before it counts: a restart passes through those states.
+A maintenance mark (the file the expectations name under "maintenance", written with --mark
+by podctl's deploy on a node just before it restarts slurmd there, removed once slurmctld has
+the node back) pauses the gate for the units it lists and nothing else: any other finding
+still drains. A mark expires at its own time, and never lasts more than an hour after it was
+written, so a deploy that crashed cannot blind the gate.
 
 Outcomes: "pass"; "fail" (a finding: in --drain mode the node is drained in Slurm with
 the reason `podctl: <first finding>`, unless a person drained it already); "error" (the
@@ -53,6 +63,12 @@ DRAIN_PREFIX = "podctl: "
 # Slurm keeps a reason of any length; a short one reads in sinfo -R.
 REASON_MAX = 160
 GIB = 1024**3
+# systemd's states of a unit on its way somewhere; asked again before they count as a fault.
+TRANSIENT = ("activating", "deactivating", "reloading")
+TRANSIENT_WAIT_S = 5.0
+TRANSIENT_POLL_S = 0.5
+# A maintenance mark never pauses the gate for longer than this, whatever it says.
+MARK_MAX_S = 3600
 
 
 class Gate:
@@ -165,22 +181,88 @@ class Gate:
         if available < minimum:
             self.findings.append(f"{available:.1f} GiB of memory available, below {minimum:g} GiB")
 
-    def services(self) -> None:
-        names = list(self.expect.get("services", []))
-        if not names:
-            return
+    def service_states(self, names: list[str]) -> dict[str, str] | None:
+        """`systemctl is-active` of each unit, or None (recorded as an error) when it does not say."""
         code, out, err = self.run(["systemctl", "is-active", *names], 5)
         states = out.split()
         if code is None or len(states) != len(names):
             self.errors.append(f"systemctl is-active gave no answer for {', '.join(names)}: {err.strip()[:80]}")
+            return None
+        return dict(zip(names, states, strict=True))
+
+    def services(self) -> None:
+        names = list(self.expect.get("services", []))
+        if not names:
             return
-        self.parts["services"] = dict(zip(names, states, strict=True))
-        for name, state in zip(names, states, strict=True):
-            # slurmd runs the gate while it starts, before it tells systemd it is up.
-            if state not in ("active", "activating", "reloading"):
+        states = self.service_states(names)
+        if states is None:
+            return
+        # A unit starting, stopping or reloading is asked again for a short while before it
+        # counts: an operator's `systemctl restart` passes through both in a second or two.
+        # The one exception: the unit that started the gate and waits for it (slurmd of Slurm 23.02
+        # and later, Type=notify, runs the gate before it tells systemd it is up).
+        caller = self.caller()
+        starting_caller = {n for n in names if n == caller and states[n] == "activating"}
+        wait_s = max(0.0, min(float(self.expect.get("transient_wait_s", TRANSIENT_WAIT_S)), self.left() / 2))
+        waited, until = 0.0, time.monotonic() + wait_s
+        while time.monotonic() < until and (
+            pending := [n for n in names if states[n] in TRANSIENT and n not in starting_caller]
+        ):
+            time.sleep(min(TRANSIENT_POLL_S, max(0.0, until - time.monotonic())))
+            again = self.service_states(pending)
+            if again is None:
+                return
+            states.update(again)
+            waited = wait_s - max(0.0, until - time.monotonic())
+        if waited:
+            self.parts["services_waited_s"] = round(waited, 2)
+        self.parts["services"] = states
+        paused = self.maintenance()
+        for name in names:
+            state = states[name]
+            if state == "active" or name in starting_caller:
+                continue
+            if name in paused:
+                continue  # podctl is restarting it (the mark is in parts["maintenance"])
+            if state in TRANSIENT:
+                self.findings.append(f"service {name} is still {state} after {wait_s:g} s")
+            else:
                 self.findings.append(f"service {name} is {state}")
-        if self.parts["services"].get("munge") == "active":
+        if states.get("munge") == "active":
             self.munge()
+
+    def maintenance(self) -> set[str]:
+        """The services a live maintenance mark pauses (podctl deploy writes one on a node before it
+        restarts them there and removes it once they are back; see `mark`). An expired or unreadable
+        mark pauses nothing: a deploy that crashed must not blind the gate."""
+        path = self.expect.get("maintenance")
+        if not path:
+            return set()
+        try:
+            text, written = Path(path).read_text(), Path(path).stat().st_mtime
+            mark = json.loads(text)
+            services = [str(s) for s in mark["services"]]
+            until, by = min(float(mark["until"]), written + MARK_MAX_S), str(mark.get("by", ""))[:120]
+        except FileNotFoundError:
+            return set()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.errors.append(f"maintenance mark {path} unreadable, ignored: {exc}"[:160])
+            return set()
+        left = until - time.time()
+        record = {"services": services, "by": by, "expires_in_s": round(left, 1)}
+        if left <= 0:
+            self.parts["maintenance"] = {**record, "state": "expired, ignored"}
+            return set()
+        self.parts["maintenance"] = {**record, "state": "honoured"}
+        return set(services)
+
+    @staticmethod
+    def caller() -> str:
+        """The command name of the process that started the gate (slurmd when Slurm runs it)."""
+        try:
+            return Path(f"/proc/{os.getppid()}/comm").read_text().strip()
+        except OSError:
+            return ""
 
     def munge(self) -> None:
         code, credential, err = self.run(["munge", "-n"], 3)
@@ -326,6 +408,32 @@ def outcome(gate: Gate) -> str:
     return "error" if gate.errors else "pass"
 
 
+def mark(expect_path: Path, services: list[str], seconds: float, by: str) -> int:
+    """Write this node's maintenance mark: the gate leaves `services` alone until it expires."""
+    try:
+        path = json.loads(expect_path.read_text()).get("maintenance")
+        if not path:
+            print(f"podctl-healthcheck: {expect_path} names no maintenance mark file", file=sys.stderr)
+            return 2
+        until = time.time() + max(0.0, min(seconds, MARK_MAX_S))
+        write_atomic(Path(path), json.dumps({"services": services, "until": round(until, 1), "by": by}) + "\n")
+    except (OSError, ValueError) as exc:
+        print(f"podctl-healthcheck: cannot write the maintenance mark: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def unmark(expect_path: Path) -> int:
+    try:
+        path = json.loads(expect_path.read_text()).get("maintenance")
+        if path:
+            Path(path).unlink(missing_ok=True)
+    except (OSError, ValueError) as exc:
+        print(f"podctl-healthcheck: cannot remove the maintenance mark: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     prolog_default = Path(sys.argv[0]).name.endswith("-prolog")
     p = argparse.ArgumentParser(prog="podctl-healthcheck", description=__doc__.split("\n\n")[0])
@@ -334,7 +442,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prolog", action="store_true", default=prolog_default, help="exit 1 on a fault")
     p.add_argument("--no-drain", action="store_true", help="report only, whatever the expectations say")
     p.add_argument("--print", action="store_true", help="print the record as JSON")
+    p.add_argument(
+        "--mark",
+        metavar="UNIT[,UNIT]",
+        help="check nothing; write the maintenance mark that pauses the gate for these units (see --for)",
+    )
+    p.add_argument("--for", dest="mark_s", type=float, default=300, help="seconds the mark lasts (default 300)")
+    p.add_argument("--by", default="", help="who writes the mark, shown in the gate's record")
+    p.add_argument("--unmark", action="store_true", help="check nothing; remove the maintenance mark")
     args = p.parse_args(argv)
+    if args.mark:
+        return mark(args.expect, [u for u in args.mark.split(",") if u], args.mark_s, args.by)
+    if args.unmark:
+        return unmark(args.expect)
     started, wall = time.monotonic(), time.time()
     record: dict[str, Any] = {"host": socket.gethostname(), "time": wall, "mode": "prolog" if args.prolog else "check"}
     expect: dict[str, Any] = {}

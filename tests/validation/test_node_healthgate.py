@@ -52,8 +52,17 @@ class Node:
         path.chmod(0o755)
 
     def run(self, *args: str, name: str = "podctl-healthcheck") -> tuple[int, dict, str]:
-        states = " ".join(self.services.get(n, "inactive") for n in self.expect["services"])
-        self.tool("systemctl", f'echo "{states}" | tr " " "\\n"')
+        # Each unit's states, one per `systemctl is-active` call; the last one stays.
+        units = self.tmp / "units"
+        units.mkdir(exist_ok=True)
+        for unit, states in self.services.items():
+            (units / unit).write_text("\n".join([states] if isinstance(states, str) else states) + "\n")
+        self.tool(
+            "systemctl",
+            f'shift; echo "$@" >> {self.tmp / "systemctl.log"}\n'
+            f'for n in "$@"; do f={units}/$n; if [ -f "$f" ]; then head -n1 "$f"; '
+            'if [ "$(wc -l < "$f")" -gt 1 ]; then sed -i 1d "$f"; fi; else echo inactive; fi; done',
+        )
         self.tool(
             "scontrol",
             f'echo "$@" >> {self.scontrol_log}\n'
@@ -238,3 +247,136 @@ def test_the_exported_metrics_are_what_prometheus_reads(node: Node) -> None:
     proc = subprocess.run(["promtool", "check", "metrics"], input=prom, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert 'podctl_health_finding{finding="mount /mnt/\\"quoted\\"\\\\path is missing"} 1' in prom
+
+
+# -- a unit on its way somewhere, and podctl's maintenance mark ---------------------------
+
+
+def _asked(node: Node) -> list[str]:
+    return (node.tmp / "systemctl.log").read_text().splitlines()
+
+
+def test_a_restarting_service_is_asked_again_and_passes(node: Node) -> None:
+    # What `systemctl restart slurmd` looks like from outside: stopping, starting, up.
+    node.services["slurmd"] = ["deactivating", "activating", "active"]
+    _, record, _ = node.run()
+    assert record["status"] == "pass" and node.drains() == [], record
+    assert _asked(node) == ["munge slurmd", "slurmd", "slurmd"]
+    assert record["parts"]["services"] == {"munge": "active", "slurmd": "active"}
+    assert 0.5 <= record["parts"]["services_waited_s"] < 3
+
+
+def test_a_service_that_stops_for_good_is_a_fault_after_the_wait(node: Node) -> None:
+    node.services["slurmd"] = ["deactivating", "inactive"]
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is inactive"]
+    assert node.drains() == ["update NodeName=node02 State=DRAIN Reason=podctl: service slurmd is inactive"]
+
+
+def test_a_service_stuck_stopping_is_a_fault_once_the_wait_is_over(node: Node) -> None:
+    node.expect["transient_wait_s"] = 1
+    node.services["slurmd"] = "deactivating"
+    started = time.monotonic()
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is still deactivating after 1 s"]
+    assert len(_asked(node)) >= 3 and time.monotonic() - started < 5
+    assert node.drains() and record["drain"] == "drained"
+
+
+def _mark(node: Node, services: list[str], until: float, by: str = "podctl deploy: test") -> Path:
+    path = node.tmp / "maintenance.json"
+    node.expect["maintenance"] = str(path)
+    path.write_text(json.dumps({"services": services, "until": until, "by": by}))
+    return path
+
+
+def test_a_mark_pauses_the_gate_for_its_services_and_nothing_else(node: Node) -> None:
+    _mark(node, ["slurmd"], time.time() + 300)
+    node.services["slurmd"] = "inactive"
+    _, record, _ = node.run()
+    assert record["status"] == "pass" and node.drains() == [], record
+    assert record["parts"]["maintenance"]["state"] == "honoured"
+    assert record["parts"]["maintenance"]["services"] == ["slurmd"]
+    # A real fault during the restart still drains: the mark names slurmd, not munge.
+    node.services["munge"] = "failed"
+    _, record, _ = node.run()
+    assert record["findings"] == ["service munge is failed"]
+    assert node.drains() == ["update NodeName=node02 State=DRAIN Reason=podctl: service munge is failed"]
+
+
+def test_an_expired_mark_pauses_nothing(node: Node) -> None:
+    _mark(node, ["slurmd"], time.time() - 1)
+    node.services["slurmd"] = "inactive"
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is inactive"] and node.drains()
+    assert record["parts"]["maintenance"]["state"] == "expired, ignored"
+
+
+def test_a_mark_lasts_an_hour_at_most_whatever_it_says(node: Node) -> None:
+    path = _mark(node, ["slurmd"], time.time() + 10 * 86400, by="a deploy that crashed two hours ago")
+    written = time.time() - 2 * 3600
+    os.utime(path, (written, written))
+    node.services["slurmd"] = "inactive"
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is inactive"] and node.drains()
+    assert record["parts"]["maintenance"]["state"] == "expired, ignored"
+
+
+def test_an_unreadable_mark_pauses_nothing_and_says_so(node: Node) -> None:
+    path = _mark(node, ["slurmd"], time.time() + 300)
+    path.write_text('{"services": "slurmd"')  # cut short
+    node.services["slurmd"] = "inactive"
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is inactive"] and node.drains()
+    assert any("maintenance mark" in e and "unreadable" in e for e in record["errors"]), record["errors"]
+
+
+def test_mark_and_unmark_write_what_the_gate_reads(node: Node) -> None:
+    path = node.tmp / "run" / "maintenance.json"
+    node.expect["maintenance"] = str(path)
+    node.services["slurmd"] = "inactive"
+    node.run()  # writes health.json
+    expect = str(node.tmp / "health.json")
+
+    def gate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(GATE), "--expect", expect, *args], capture_output=True, text=True)
+
+    before = time.time()
+    assert gate("--mark", "slurmd,munge", "--for", "99999", "--by", "podctl deploy").returncode == 0
+    mark = json.loads(path.read_text())
+    assert mark["services"] == ["slurmd", "munge"] and mark["by"] == "podctl deploy"
+    assert before + 3500 < mark["until"] <= time.time() + 3600.1  # capped at an hour
+    _, record, _ = node.run()
+    assert record["status"] == "pass" and record["parts"]["maintenance"]["by"] == "podctl deploy"
+    assert gate("--unmark").returncode == 0 and not path.exists()
+    assert gate("--unmark").returncode == 0  # nothing to remove is fine
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is inactive"]
+    # Expectations without a mark file: --mark says so and fails, so a deploy does not restart blind.
+    node.expect.pop("maintenance")
+    node.run()
+    proc = gate("--mark", "slurmd")
+    assert proc.returncode == 2 and "names no maintenance mark file" in proc.stderr
+
+
+def test_the_unit_that_runs_the_gate_may_be_starting_but_no_other_may_stay_so(node: Node) -> None:
+    # slurmd of Slurm 23.02 and later (Type=notify) runs the gate before it tells systemd it is up:
+    # waiting for it would wait for ourselves. Here the gate's parent process is named slurmd.
+    node.expect["transient_wait_s"] = 1
+    node.services["slurmd"] = "activating"
+    node.services["munge"] = "activating"
+    node.run()  # writes health.json and the stand-ins
+    (node.bin / "slurmd").symlink_to(sys.executable)
+    launcher = (
+        "import subprocess, sys; sys.exit(subprocess.call([sys.argv[1], sys.argv[2], '--expect', sys.argv[3], "
+        "'--state', sys.argv[4]]))"
+    )
+    env = {**os.environ, "PATH": f"{node.bin}:{os.environ['PATH']}"}
+    args = [sys.executable, str(GATE), str(node.tmp / "health.json"), str(node.state)]
+    subprocess.run([str(node.bin / "slurmd"), "-c", launcher, *args], env=env, check=True, timeout=60)
+    record = json.loads((node.state / "last.json").read_text())
+    assert record["findings"] == ["service munge is still activating after 1 s"], record
+    # Run by anything else, a slurmd that stays starting is a fault like any other unit.
+    node.services["munge"] = "active"
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is still activating after 1 s"], record

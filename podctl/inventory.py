@@ -113,6 +113,7 @@ def _site_vars(site: Site, facts: Facts) -> dict[str, object]:
             ],
             "topology_conf": facts.slurm_topology_conf,
             "health_check": _health_check_vars(s.health_check),
+            "restart_batch": s.restart_batch,
         }
     if site.monitoring:
         mon = site.monitoring

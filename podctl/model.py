@@ -249,6 +249,8 @@ class Slurm:
     # several, as failover needs (the backup takes over the primary's state from there).
     state_save_location: str = "/var/lib/slurm/slurmctld"
     health_check: HealthCheck | None = HealthCheck()
+    # Compute nodes whose slurmd restarts at once when a change needs restarts (slurm.restart_batch).
+    restart_batch: int = 32
 
 
 @dataclass(frozen=True)

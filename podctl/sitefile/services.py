@@ -185,6 +185,7 @@ class ServiceSections:
             select_type=s.get("select_type", "select/cons_tres"),
             state_save_location=state,
             health_check=self.health_check(path + ("health_check",), s.get("health_check", {})),
+            restart_batch=s.get("restart_batch", Slurm.restart_batch),
         )
 
     def health_check(self, path: PathKey, h: dict) -> HealthCheck | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,17 @@ def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
     service = dbd["Accounting | slurmdbd is enabled and running on its current configuration"]
     assert "restarted" in service["ansible.builtin.systemd_service"]["state"]
     assert handlers["podctl_slurm | munge key changed"]["ansible.builtin.systemd_service"]["name"] == "munge"
-    assert handlers["podctl_slurm | slurmd config changed"]["ansible.builtin.systemd_service"]["name"] == "slurmd"
+    # A file only slurmd reads restarts slurmd alone, rolling: a batch at a time, under the gate's mark.
+    roll = handlers["podctl_slurm | slurmd config changed"]
+    assert roll["throttle"] == "{{ podctl_slurm_restart_batch | int }}"
+    script = roll["ansible.builtin.shell"]["cmd"]
+    assert script.index("--mark slurmd") < script.index("systemctl restart slurmd") < script.index("--unmark")
+    # A setting only a restart applies: slurmctld first (handlers run in file order), then the same roll.
+    ordered = [h["name"] for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())]
+    restart_all = [h["name"] for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
+                   if "podctl_slurm | daemon settings changed" in h["listen"]]  # fmt: skip
+    assert restart_all == ["Restart slurmctld", roll["name"]]
+    assert ordered.index("Restart slurmctld") < ordered.index(roll["name"]) < ordered.index("Reconfigure slurm")
 
 
 def test_every_task_touching_a_secret_is_no_log() -> None:
@@ -162,3 +173,83 @@ def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None
     )
     assert "NodeName=dgx[001-004] Name=gpu File=/dev/nvidia[0-7]" in files["gres.conf"]
     assert "ConstrainDevices=yes" in files["cgroup.conf"]
+
+
+def _restart_settings_changed(tmp_path: Path, before: str, after: str, changed: bool = True) -> bool:
+    """The role's own task that judges a slurm.conf change (configure.yml), run by ansible-playbook on
+    a stand-in of the template task's registered result."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
+    (task,) = [
+        t for t in tasks if t["name"] == "Configure | slurm.conf settings only a restart applies, changed on this host"
+    ]
+    registered = {"changed": changed, "diff": [{"before": before, "after": after}]}
+    playbook = tmp_path / "judge.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Judge",
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "vars_files": [str(ROLE / "vars" / "main.yml")],
+                    "vars": {"__podctl_slurm_conf": registered},
+                    "tasks": [
+                        task,
+                        {
+                            "name": "Say",
+                            "ansible.builtin.debug": {"msg": "JUDGED={{ __podctl_slurm_restart_settings_changed }}"},
+                        },
+                    ],
+                }
+            ]
+        )
+    )
+    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (judged,) = re.findall(r"JUDGED=(\w+)", proc.stdout)
+    return judged == "True"
+
+
+CONF = """# Rendered by the podctl slurm role
+ClusterName=sim
+SelectType=select/cons_tres
+ProctrackType=proctrack/linuxproc
+HealthCheckInterval=30
+NodeName=node[01-03] CPUs=2 RealMemory=1900 State=UNKNOWN
+PartitionName=batch Nodes=node[01-03] Default=YES MaxTime=02:00:00 State=UP
+"""
+
+
+@pytest.mark.ansible
+@pytest.mark.parametrize(
+    ("old", "new", "restarts"),
+    [
+        ("MaxTime=02:00:00", "MaxTime=04:00:00", False),  # a partition limit: scontrol reconfigure
+        ("HealthCheckInterval=30", "HealthCheckInterval=60", False),
+        ("# Rendered", "# Edited", False),  # a comment
+        ("ProctrackType=proctrack/linuxproc", "ProctrackType=proctrack/cgroup", True),  # a plugin
+        ("SelectType=select/cons_tres", "SelectType=select/linear", True),
+        ("NodeName=node[01-03]", "NodeName=node[01-04]", True),  # a node added
+        ("CPUs=2", "CPUs=4", True),  # a node's hardware
+        ("HealthCheckInterval=30\n", "HealthCheckInterval=30\nGresTypes=gpu\n", True),  # a line added
+    ],
+    ids=["partition", "gate-interval", "comment", "proctrack", "select", "node-added", "node-cpus", "gres-added"],
+)
+def test_which_slurm_conf_changes_restart_the_daemons(tmp_path: Path, old: str, new: str, restarts: bool) -> None:
+    assert old in CONF
+    assert _restart_settings_changed(tmp_path, CONF, CONF.replace(old, new)) is restarts
+
+
+@pytest.mark.ansible
+def test_a_first_slurm_conf_restarts_nothing(tmp_path: Path) -> None:
+    # No daemon ran on a configuration before; the service tasks start them.
+    assert _restart_settings_changed(tmp_path, "", CONF) is False
+    assert _restart_settings_changed(tmp_path, CONF, CONF.replace("CPUs=2", "CPUs=4"), changed=False) is False

@@ -17,40 +17,75 @@ def sim_site_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def sim_pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One sim pod for the session (pod `simcert`, 10.89.12.0/24): 1 head + 3 compute systemd
-    containers via `podctl sim up`, deployed once with every stage (validation-tools included:
-    torch's CPU build from the wheel folder `make sim-wheels` fills), removed at the end unless
-    PODCTL_KEEP_POD=1. Tests that inject a fault undo it and wait until the pod is healthy.
-    The deploy tests (tests/deploy/test_deploy_sim.py) judge this first deploy and run first
-    (see pytest_collection_modifyitems), so that their no-change re-run sees the pod as deployed."""
-    from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, podctl, sim_site_copy
+def sim_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The one sim pod of a test run (pod `simcert`, 10.89.12.0/24, 1 head + 3 compute systemd
+    containers), brought up by `podctl sim up` and not yet deployed: tests/sim judge the sim
+    itself on it (they may replace a container) before anything is deployed. Removed at the end
+    of the run unless PODCTL_KEEP_POD=1."""
+    from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Nodes, podctl, sim_site_copy
 
     if os.geteuid() != 0:
         pytest.skip("the sim needs root")
-    if not list((REPO / ".cache" / "validation-wheels").glob("torch-*.whl")):
-        pytest.fail("no torch wheel in .cache/validation-wheels: run `make sim-wheels` (make test does)")
     base = tmp_path_factory.mktemp("simpod")
     site = base / "site.yaml"
     site.write_text(sim_site_copy(SIM_POD, SIM_SUBNET_PREFIX, "172.24.0.0/16"))
     podctl("sim", "up", str(site), timeout=600)
     try:
-        first = podctl("deploy", str(site), "--runs-dir", str(base / "runs"), timeout=1800)
-        pod = Pod(site, base, first_deploy_stdout=first.stdout)
-        pod.snapshot_daemon_logs()
-        yield pod
+        yield Nodes(site, base)
     finally:
         if not os.environ.get("PODCTL_KEEP_POD"):
             podctl("sim", "down", "--pod", SIM_POD, timeout=300, check=False)
 
 
-# Modules that must see the shared sim pod before any other test changes it: the deploy tests
-# judge its first deploy and a no-change re-run. Every other test keeps its collection order.
-RUN_FIRST = ("tests/deploy/test_deploy_sim.py",)
+@pytest.fixture(scope="session")
+def sim_pod(sim_nodes: object) -> object:
+    """The run's sim pod, deployed once with every stage (validation-tools included: torch's CPU
+    build from the wheel folder `make sim-wheels` fills) by podctl (CI: installed from its wheel).
+    Every test that changes the pod undoes it and leaves every node idle; a test that injects a
+    fault runs only the suite that must catch it. The deploy tests (tests/deploy/test_deploy_sim.py)
+    judge this first deploy and its no-change re-run before any other test changes the pod (see
+    pytest_collection_modifyitems)."""
+    from tests.simpod import Nodes, Pod, podctl, sim_up
+
+    assert isinstance(sim_nodes, Nodes)
+    if not list((REPO / ".cache" / "validation-wheels").glob("torch-*.whl")):
+        pytest.fail("no torch wheel in .cache/validation-wheels: run `make sim-wheels` (make test does)")
+    # Containers the sim tests replaced come back as they were declared (a no-op otherwise).
+    sim_up(sim_nodes.site)
+    runs = sim_nodes.base / "runs"
+    first = podctl("deploy", str(sim_nodes.site), "--runs-dir", str(runs), timeout=1800)
+    pod = Pod(sim_nodes.site, sim_nodes.base, first_deploy_stdout=first.stdout)
+    pod.snapshot_daemon_logs()
+    return pod
 
 
+# The order the tests that share the sim pod run in: the sim itself on the bare containers,
+# then the deploy tests (its first deploy and a no-change re-run, judged before anything else
+# changes the pod), then the rest in collection order. Under pytest-xdist every test that needs
+# a container runs on one worker, in this order (xdist_group "simpod"), while the others share
+# the remaining workers.
+SIM_ORDER = (
+    "tests/sim/test_sim_pod.py",
+    "tests/deploy/test_deploy_sim.py",
+    "tests/validate/test_validate_sim.py",
+    "tests/day2/test_day2_sim.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def first(item: pytest.Item) -> bool:
-        return any(item.nodeid.startswith(module) for module in RUN_FIRST)
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.get_closest_marker("sim") is None:
+            return (1, 0)
+        first = [i for i, module in enumerate(SIM_ORDER) if item.nodeid.startswith(module)]
+        return (0, first[0] if first else len(SIM_ORDER))
 
-    items.sort(key=lambda item: not first(item))
+    unmarked = [
+        i.nodeid for i in items if "sim_nodes" in getattr(i, "fixturenames", ()) and not i.get_closest_marker("sim")
+    ]
+    if unmarked:  # make test runs `-m 'not sim'` and `-m sim` apart: such a test would bring up a pod of its own
+        raise pytest.UsageError(f"tests on the sim pod without the sim mark: {', '.join(unmarked)}")
+    items.sort(key=rank)  # stable: collection order within each rank
+    for item in items:
+        if item.get_closest_marker("sim") is not None:
+            item.add_marker(pytest.mark.xdist_group("simpod"))

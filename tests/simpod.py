@@ -62,6 +62,20 @@ DAEMON_LOGS = {
 }
 
 
+def sim_up(site: Path) -> None:
+    """`podctl sim up`: every declared node running (a node that is already is kept)."""
+    podctl("sim", "up", str(site), timeout=600)
+
+
+@dataclass
+class Nodes:
+    """The run's sim pod before its deploy (tests/conftest.py: `sim_nodes`)."""
+
+    site: Path
+    base: Path
+    name: str = SIM_POD
+
+
 @dataclass
 class Pod:
     """The session's deployed sim pod: its site file and a folder for reports and runs."""
@@ -106,6 +120,30 @@ class Pod:
             for host, paths in DAEMON_LOGS.items()
             for path in paths
         }
+
+    def daemons(self) -> dict[str, dict[str, dict[str, str]]]:
+        """host -> service -> (NRestarts, ActiveEnterTimestamp, its monotonic form, MainPID) of every
+        service systemd runs on every node: what a restart of anything would change."""
+        listing = (
+            "systemctl list-units --type=service --state=running --no-legend --plain | awk '{print $1}'"
+            " | xargs -r systemctl show -p Id -p NRestarts -p ActiveEnterTimestamp"
+            " -p ActiveEnterTimestampMonotonic -p MainPID"
+        )
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for host in self.hosts():
+            units: dict[str, dict[str, str]] = {}
+            for block in self.ssh(host, listing).strip().split("\n\n"):
+                fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+                if "Id" in fields:
+                    units[fields.pop("Id")] = fields
+            assert "sshd.service" in units or "ssh.service" in units, (host, units)
+            out[host] = units
+        return out
+
+    def hosts(self) -> list[str]:
+        from podctl.site import load_site
+
+        return [n.hostname for n in load_site(self.site).nodes]
 
     def wait_idle(self, timeout_s: float = 240) -> None:
         """Every compute node idle in Slurm again (after a fault was undone)."""

@@ -1,10 +1,13 @@
-"""Day 2 on the session's deployed sim pod: the health gate under slurmd drains the node with a
+"""Day 2 on the run's deployed sim pod: the health gate under slurmd drains the node with a
 fault and only it, a repaired node comes back through `podctl nodes recheck`, a node a person
 drained stays drained, a node without munge says it cannot drain itself (and Prometheus says so
-too), the gate's own failures never drain, and a fourth node joins a running pod and leaves it.
+too), the gate's own failures never drain, the gate knows a restart from a fault (podctl's
+maintenance mark, units on their way up or down), and a fourth node joins a running pod and
+leaves it, with slurmd restarted a node at a time under a job that completes.
 
-The sim site runs the gate every 30 s. Every test leaves the pod as it found it: faults cleared,
-every node idle.
+The sim site runs the gate every 30 s; one test waits for slurmd to run it, the others run the
+same program by hand, as slurmd would, rather than wait for the interval. Every test leaves the
+pod as it found it: faults cleared, every node idle.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,7 @@ pytestmark = pytest.mark.sim
 
 INTERVAL_S = 30
 COMPUTE = ("node01", "node02", "node03")
+GATE = "/usr/local/sbin/podctl-healthcheck"
 
 
 def _wait(predicate: Callable[[], object], timeout_s: float, what: str, every_s: float = 3) -> object:
@@ -50,6 +55,18 @@ def _last(pod: Pod, host: str) -> dict:
 
 def _fault(pod: Pod, host: str, *args: str) -> None:
     podctl("sim", "fault", "--pod", pod.name, host, *args, timeout=120)
+
+
+def _gate(pod: Pod, host: str, *args: str) -> dict:
+    """Run the gate on `host` as slurmd does (plus `args`); its record."""
+    pod.sh(host, " ".join([GATE, *args]))
+    return _last(pod, host)
+
+
+def _resume(pod: Pod, *hosts: str) -> None:
+    for host in hosts:
+        pod.sh("head01", f"scontrol update NodeName={host} State=RESUME")
+    pod.wait_idle()
 
 
 def _drained_with(pod: Pod, host: str, text: str) -> Callable[[], bool]:
@@ -94,17 +111,22 @@ FAULTS = [
 
 def test_each_fault_drains_that_node_alone_and_recheck_brings_it_back(sim_pod: Pod) -> None:
     try:
-        for args, finding in FAULTS:
+        for n, (args, finding) in enumerate(FAULTS):
             _fault(sim_pod, "node02", *args)
             started = time.monotonic()
-            _wait(_drained_with(sim_pod, "node02", finding), INTERVAL_S + 30, f"node02 drained for {finding!r}")
-            print(f"{finding}: drained after {time.monotonic() - started:.0f} s")
+            if n == 0:  # slurmd's own run finds the first, within an interval
+                _wait(_drained_with(sim_pod, "node02", finding), INTERVAL_S + 30, f"node02 drained for {finding!r}")
+                print(f"{finding}: drained after {time.monotonic() - started:.0f} s")
+            else:  # the others by the same program, run now
+                _gate(sim_pod, "node02")
+                assert _drained_with(sim_pod, "node02", finding)(), _node(sim_pod, "node02")
             # The others keep running jobs.
             assert _node(sim_pod, "node01")[0] == "IDLE" and _node(sim_pod, "node03")[0] == "IDLE"
             job = sim_pod.sh("head01", "srun -N2 -w node01,node03 --immediate=30 hostname")
             assert job.returncode == 0 and sorted(job.stdout.split()) == ["node01", "node03"], job.stderr
             podctl("sim", "fault", "--pod", sim_pod.name, "node02", "--clear", timeout=120)
         # Repaired: the gate alone does not resume (that is the recheck's proof to give).
+        assert _gate(sim_pod, "node02")["status"] == "pass"
         assert "DRAIN" in _node(sim_pod, "node02")[0]
         proc = podctl(
             "nodes", "recheck", str(sim_pod.site), "node02", "--report", str(sim_pod.base / "recheck"), check=False
@@ -120,8 +142,7 @@ def test_each_fault_drains_that_node_alone_and_recheck_brings_it_back(sim_pod: P
         assert "podctl-recheck" not in reservations
     finally:
         podctl("sim", "fault", "--pod", sim_pod.name, "node02", "--clear", timeout=120, check=False)
-        sim_pod.sh("head01", "scontrol update NodeName=node02 State=RESUME")
-        sim_pod.wait_idle()
+        _resume(sim_pod, "node02")
 
 
 def test_a_node_a_person_drained_stays_drained(sim_pod: Pod) -> None:
@@ -129,13 +150,15 @@ def test_a_node_a_person_drained_stays_drained(sim_pod: Pod) -> None:
         sim_pod.sh("head01", "scontrol update NodeName=node03 State=DRAIN Reason='replacing DIMM B3'")
         proc = podctl("nodes", "recheck", str(sim_pod.site), "node03", check=False)
         assert proc.returncode == 0 and "drained by a person (replacing DIMM B3)" in proc.stdout, proc.stdout
-        # The gate too leaves a person's reason alone, run after run.
-        time.sleep(INTERVAL_S + 5)
+        # The gate too leaves a person's reason alone, even when it finds a fault of its own.
+        _fault(sim_pod, "node03", "--stop-service", "chrony")
+        record = _gate(sim_pod, "node03")
+        assert record["status"] == "fail" and record["drain"] == "left alone: drained by a person (replacing DIMM B3)"
         state, reason = _node(sim_pod, "node03")
         assert "DRAIN" in state and reason == "replacing DIMM B3"
     finally:
-        sim_pod.sh("head01", "scontrol update NodeName=node03 State=RESUME")
-        sim_pod.wait_idle()
+        podctl("sim", "fault", "--pod", sim_pod.name, "node03", "--clear", timeout=120, check=False)
+        _resume(sim_pod, "node03")
 
 
 def test_a_node_without_munge_cannot_drain_itself_and_says_so(sim_pod: Pod) -> None:
@@ -189,30 +212,149 @@ def test_the_gates_own_failure_never_drains(sim_pod: Pod, script: str, why: str)
             "d['node_check']['python']='/root/broken'; json.dump(d, open(p, 'w'))"
         )
         sim_pod.sh("node01", f'python3 -c "{edit}"')
-        since = time.time()
-        record = _wait(lambda: (r := _last(sim_pod, "node01")).get("time", 0) > since and r, INTERVAL_S + 40,
-                       "a gate run under slurmd")  # fmt: skip
+        record = _gate(sim_pod, "node01")
         assert record["status"] == "error" and any(why in e for e in record["errors"]), record
         assert "DRAIN" not in _node(sim_pod, "node01")[0]
     finally:
         sim_pod.sh("node01", f"cp /root/health.json.saved {expect}")
 
 
+# -- the gate and a restart: podctl's maintenance mark, units on their way up or down ---------
+
+
+def test_the_gate_honours_a_mark_for_what_it_names_and_still_drains_a_real_fault(sim_pod: Pod) -> None:
+    try:
+        assert sim_pod.sh("node01", f"{GATE} --mark slurmd --for 120 --by 'test: a deploy'").returncode == 0
+        sim_pod.sh("node01", "systemctl stop slurmd")
+        record = _gate(sim_pod, "node01")
+        assert record["status"] == "pass", record
+        assert record["parts"]["services"]["slurmd"] == "inactive"
+        assert record["parts"]["maintenance"]["state"] == "honoured"
+        assert record["parts"]["maintenance"]["by"] == "test: a deploy"
+        assert "DRAIN" not in _node(sim_pod, "node01")[0]
+        # A real fault while slurmd restarts: the gate is paused for slurmd, not for everything.
+        _fault(sim_pod, "node01", "--stop-service", "chrony")
+        record = _gate(sim_pod, "node01")
+        assert record["findings"] == ["service chrony is inactive"], record
+        assert _drained_with(sim_pod, "node01", "service chrony is inactive")()
+        # A mark that has run out pauses nothing.
+        sim_pod.sh("node01", f"{GATE} --mark slurmd --for 0")
+        record = _gate(sim_pod, "node01", "--no-drain")
+        assert "service slurmd is inactive" in record["findings"]
+        assert record["parts"]["maintenance"]["state"] == "expired, ignored"
+    finally:
+        sim_pod.sh("node01", f"{GATE} --unmark; systemctl start slurmd")
+        podctl("sim", "fault", "--pod", sim_pod.name, "node01", "--clear", timeout=120, check=False)
+        _resume(sim_pod, "node01")
+    assert sim_pod.sh("node01", "test -e /run/podctl/maintenance.json").returncode == 1
+
+
+SLOW_UNIT = """[Unit]
+Description=podctl test: a service that takes 3 s to stop
+[Service]
+ExecStart=/bin/sleep infinity
+ExecStop=/bin/sleep 3
+"""
+
+
+def test_a_unit_on_its_way_is_asked_again_before_it_counts(sim_pod: Pod) -> None:
+    """Real systemd transitions on node02: a unit that takes 3 s to stop, which the gate expects.
+    Restarting, it passes through deactivating and activating: the gate asks again and passes.
+    Stopping for good, it ends inactive: a fault, drained."""
+    expect = "/etc/podctl/health.json"
+    add = (
+        "import json; p='/etc/podctl/health.json'; d=json.load(open(p)); "
+        "d['services'].append('podctl-test-slow'); json.dump(d, open(p, 'w'))"
+    )
+    try:
+        setup = sim_pod.sh(
+            "node02",
+            f'cp {expect} /root/health.json.saved && python3 -c "{add}" && '
+            f"printf '{SLOW_UNIT}' > /run/systemd/system/podctl-test-slow.service && "
+            "systemctl daemon-reload && systemctl start podctl-test-slow",
+        )
+        assert setup.returncode == 0, setup.stderr
+
+        def gate_right_after(action: str) -> tuple[str, dict]:
+            out = sim_pod.sh(
+                "node02",
+                f"systemctl {action} --no-block podctl-test-slow; systemctl is-active podctl-test-slow; {GATE} --print",
+            ).stdout
+            seen, record = out.split("\n", 1)
+            return seen, json.loads(record)
+
+        seen, record = gate_right_after("restart")
+        assert seen == "deactivating"
+        assert record["status"] == "pass", record
+        assert record["parts"]["services"]["podctl-test-slow"] == "active"
+        assert record["parts"]["services_waited_s"] >= 1  # it was asked again, not passed at once
+        seen, record = gate_right_after("stop")
+        assert seen == "deactivating"
+        assert record["findings"] == ["service podctl-test-slow is inactive"], record
+        assert record["parts"]["services_waited_s"] >= 1
+        assert _drained_with(sim_pod, "node02", "service podctl-test-slow is inactive")()
+    finally:
+        sim_pod.sh(
+            "node02",
+            f"cp /root/health.json.saved {expect}; systemctl stop podctl-test-slow; "
+            "rm -f /run/systemd/system/podctl-test-slow.service; systemctl daemon-reload",
+        )
+        _resume(sim_pod, "node02")
+
+
 def _site_with_four(base: Path, site: Path) -> Path:
+    """The pod's site with node04, and slurmd restarted a node at a time (slurm.restart_batch 1)."""
     four = base / "site-4.yaml"
-    four.write_text(site.read_text().replace("node[01-03]", "node[01-04]"))
+    text = site.read_text().replace("node[01-03]", "node[01-04]")
+    assert text.count("\nslurm:\n") == 1
+    four.write_text(text.replace("\nslurm:\n", "\nslurm:\n  restart_batch: 1\n"))
     return four
+
+
+ROLL = "Restart slurmd, a batch of nodes at a time, each until slurmctld has it back"
+
+
+def _restart_windows(run_dir: Path) -> dict[str, tuple[float, float]]:
+    """host -> (restarted, back): each node's slurmd restart as the rolling task saw it on the node."""
+    windows: dict[str, tuple[float, float]] = {}
+    for path in (run_dir / "artifacts" / "deploy" / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data") or {}
+        if event["event"] == "runner_on_ok" and data.get("task") == ROLL:
+            found = re.search(r"slurmd restarted at ([\d.]+), back at ([\d.]+)", data["res"]["stdout"])
+            assert found, data["res"]["stdout"]
+            windows[data["host"]] = (float(found.group(1)), float(found.group(2)))
+    return windows
+
+
+def _active_since(pod: Pod, host: str, unit: str) -> float:
+    """When systemd last saw `unit` become active on `host`, as a Unix time."""
+    out = pod.sh(host, f"systemctl show --timestamp=us+utc -p ActiveEnterTimestamp --value {unit}").stdout.strip()
+    return datetime.strptime(out, "%a %Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=UTC).timestamp()
+
+
+def _slurmd_started(pod: Pod, hosts: tuple[str, ...]) -> dict[str, str]:
+    prop = "systemctl show -p ActiveEnterTimestampMonotonic -p MainPID slurmd"
+    return {h: pod.sh(h, prop).stdout for h in hosts}
 
 
 def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
     four = _site_with_four(sim_pod.base, sim_pod.site)
-    job = sim_pod.sh("head01", "sbatch --parsable -w node01 --wrap 'sleep 240'").stdout.strip()
+    done = "/home/shared/podctl-test-join-done"
+    sim_pod.sh("head01", f"rm -f {done}")
+    job = sim_pod.sh(
+        "head01", f"sbatch --parsable -w node01 --wrap 'until [ -e {done} ]; do sleep 1; done'"
+    ).stdout.strip()
     assert job.isdigit(), job
+    _wait(lambda: sim_pod.sh("head01", f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING", 60, "the job to run")
     log = "/var/log/slurm/slurmctld.log"
     seen = int(sim_pod.sh("head01", f"wc -l < {log}").stdout.strip() or 0)
+    slurmctld_before = sim_pod.sh("head01", "systemctl show -p ActiveEnterTimestampMonotonic slurmctld").stdout
+    slurmd_before = _slurmd_started(sim_pod, COMPUTE)
+    runs_add = sim_pod.base / "runs-add"
     try:
         podctl("sim", "up", str(four), timeout=600)
-        podctl("deploy", str(four), "--runs-dir", str(sim_pod.base / "runs-add"), timeout=1800)
+        podctl("deploy", str(four), "--runs-dir", str(runs_add), timeout=1800)
         # node04's slurmd started only once slurmctld knew it: no refused registration.
         during = sim_pod.sh("head01", f"tail -n +{seen + 1} {log}").stdout
         for refused in ("registered on unknown node", "different slurm.conf"):
@@ -222,14 +364,28 @@ def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
         assert "Nodes=node[01-04]" in sim_pod.sh("head01", "cat /etc/slurm/topology.conf").stdout
         for host in ("node01", "node02", "node03"):  # slurm.conf everywhere
             assert "node[01-04]" in sim_pod.sh(host, "grep ^NodeName /etc/slurm/slurm.conf").stdout
+        # A new node table: slurmctld restarted, then every slurmd, one node at a time (restart_batch 1),
+        # each under the gate's mark, none of them drained, and the job on node01 still running.
+        assert sim_pod.sh("head01", "systemctl show -p ActiveEnterTimestampMonotonic slurmctld").stdout != (
+            slurmctld_before
+        )
+        after = _slurmd_started(sim_pod, COMPUTE)
+        assert all(after[h] != slurmd_before[h] for h in COMPUTE), (slurmd_before, after)
+        (run_dir,) = [p for p in runs_add.iterdir() if p.name.endswith("-deploy")]
+        windows = sorted(_restart_windows(run_dir).values())
+        assert len(windows) == 4, windows
+        overlapping = [(a, b) for a, b in zip(windows, windows[1:], strict=False) if b[0] < a[1]]
+        assert not overlapping, f"slurmd restarts overlapped with restart_batch 1: {overlapping}"
+        assert _active_since(sim_pod, "head01", "slurmctld") <= windows[0][0]  # slurmctld first
+        assert "podctl" not in sim_pod.sh("head01", "sinfo -h -R -o '%E'").stdout
+        for host in (*COMPUTE, "node04"):
+            assert sim_pod.sh(host, "test -e /run/podctl/maintenance.json").returncode == 1, host
+        assert sim_pod.sh("head01", f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"
         code, report, out = sim_pod.validate(
             "validate-node04", "--nodes", "node04", "--suite", "health,burnin,collectives", site=four
         )
         assert code == 0, out[-3000:]
         assert report["meta"]["hosts"] == ["node04"] and len(report["meta"]["partners"]) == 1
-        # The job that ran through the change is still running, or ended well.
-        running = sim_pod.sh("head01", f"squeue -h -j {job} -o %T").stdout.strip()
-        assert running in ("RUNNING", ""), running
     finally:
         # Removal: the site without node04; the deploy drains it first, then restarts the daemons.
         podctl(
@@ -242,10 +398,16 @@ def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
             timeout=1800,
         )
         podctl("sim", "up", str(sim_pod.site), timeout=600)
+        sim_pod.sh("head01", f"touch {done}")
     assert "node04" not in sim_pod.sh("head01", "sinfo -h -N -o %N").stdout
     assert "Nodes=node[01-03]" in sim_pod.sh("head01", "cat /etc/slurm/topology.conf").stdout
     for host in ("head01", *COMPUTE):  # no node names the removed one any more
         assert "node04" not in sim_pod.sh(host, "cat /etc/hosts").stdout, host
-    _wait(lambda: sim_pod.sh("head01", f"sacct -n -X -j {job} -o State").stdout.strip() == "COMPLETED", 300,
-          f"job {job} COMPLETED in sacct")  # fmt: skip
+    # The job that ran through both changes ends as it would have without them.
+    _wait(
+        lambda: sim_pod.sh("head01", f"sacct -n -X -P -j {job} -o State,ExitCode").stdout.strip() == "COMPLETED|0:0",
+        60,
+        f"job {job} COMPLETED 0:0 in sacct",
+    )
+    assert "podctl" not in sim_pod.sh("head01", "sinfo -h -R -o '%E'").stdout
     sim_pod.wait_idle()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from podctl.assets import collection_dir
+from tests.conftest import SIM_SITE
 
 BIN = Path(sys.executable).parent
 
@@ -46,30 +47,67 @@ def test_the_collection_builds_with_every_role_and_stage(tmp_path: Path) -> None
     assert "MANIFEST.json" in names and not any("/molecule/" in n for n in names)
 
 
-@pytest.mark.sim
-@pytest.mark.deploy
-def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: Path) -> None:
-    from podctl.remote import private_key_for
-    from podctl.site import load_site
-    from tests.simpod import podctl
-
+@pytest.mark.ansible
+def test_the_built_collections_playbook_passes_syntax_check(tmp_path: Path) -> None:
+    # What a team without podctl's CLI runs: the built collection, installed, over podctl's inventory.
     collections = tmp_path / "collections"
+    _install(_build(tmp_path), collections)
+    inventory = tmp_path / "inventory"
     proc = subprocess.run(
-        [
-            str(BIN / "ansible-galaxy"),
-            "collection",
-            "install",
-            "--force",
-            str(_build(tmp_path)),
-            "-p",
-            str(collections),
-        ],
+        [str(BIN / "podctl"), "inventory", str(SIM_SITE), "-o", str(inventory)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_NOCOLOR": "1"}
+    for playbook in ("podctl.pod.site", "podctl.pod.slurm"):
+        proc = subprocess.run(
+            [str(BIN / "ansible-playbook"), "--syntax-check", "-i", str(inventory), playbook],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        # ... found in the installed collection, not in this checkout.
+        name = playbook.rsplit(".", 1)[1]
+        assert f"playbook: {collections}/ansible_collections/podctl/pod/playbooks/{name}.yml" in proc.stdout
+    # The check can fail: a playbook that is not YAML is refused.
+    broken = collections / "ansible_collections" / "podctl" / "pod" / "playbooks" / "slurm.yml"
+    broken.write_text(broken.read_text() + "\n  - : [\n")
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", str(inventory), "podctl.pod.site"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode != 0
+
+
+def _install(tarball: Path, collections: Path) -> None:
+    proc = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--force", str(tarball), "-p", str(collections)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.sim
+@pytest.mark.deploy
+@pytest.mark.long  # a whole deploy through ansible-playbook alone (about 4 min): make test-long
+def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: Path) -> None:
+    from podctl.remote import private_key_for
+    from podctl.site import load_site
+    from tests.simpod import podctl
+
+    collections = tmp_path / "collections"
+    _install(_build(tmp_path), collections)
     podctl("inventory", str(sim_pod.site), "-o", str(tmp_path / "inventory"))
     # What a lost node looks like: its Slurm and time configuration gone, chrony stopped.
     try:

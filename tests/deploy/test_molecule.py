@@ -38,14 +38,10 @@ def test_every_role_has_a_scenario() -> None:
     assert ROLES == ["fabric", "monitoring", "os", "slurm", "storage", "validation_tools"]
 
 
-# Within `make test` (CI's time budget): the slurm role's scenario, the one with the most moving
-# parts (munge, accounting, the health gate under slurmd). The other five run with
-# `make test-molecule`; every role is also deployed, and re-run for idempotence, on the session's
-# sim pod by `make test`.
-IN_MAKE_TEST = ("slurm",)
-
-
-@pytest.mark.parametrize("role", [pytest.param(r, marks=() if r in IN_MAKE_TEST else pytest.mark.long) for r in ROLES])
+# Every scenario is in the long tier (make test-long, about 3.5 min each here): `make test`
+# deploys every role onto the run's sim pod and re-runs it for idempotence there instead.
+@pytest.mark.long
+@pytest.mark.parametrize("role", ROLES)
 def test_molecule_scenario(role: str, sim_image: str) -> None:
     molecule = Path(sys.executable).parent / "molecule"
     env = {

@@ -1,9 +1,8 @@
 """Fixtures for the sim integration tests.
 
-Starts: one podman container per node of inventory/sim/site.yaml (runc,
-systemd as PID 1, sshd), on the pod's own bridge 10.89.0.0/24; brought up
-once per test session and removed at its end.  The node image is built with
-debootstrap the first time (about 80 s) and reused from then on.
+They use the test run's one sim pod (tests/conftest.py: `sim_nodes`): a podman container per
+node (runc, systemd as PID 1, sshd) on the pod's own bridge, before anything is deployed on it.
+The node image is built with debootstrap the first time (about 80 s) and reused from then on.
 """
 
 from __future__ import annotations
@@ -17,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from podctl import state
 from podctl.model import Site
 from podctl.sim import pod
 from podctl.sim.errors import SimError
 from podctl.sim.health import ssh_base
-from podctl.sim.podman import Podman, network_name, pod_filter
+from podctl.sim.podman import Podman, pod_filter
 from podctl.sim.preflight import preflight
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,24 +74,17 @@ def sim_podman() -> Podman:
 
 
 @pytest.fixture(scope="module")
-def sim_pod(sim_podman: Podman) -> SimPod:
+def bare_pod(sim_podman: Podman, sim_nodes) -> SimPod:  # type: ignore[no-untyped-def]
+    """The run's sim pod before its deploy, through podctl's own sim API (`up` again keeps every
+    running node and hands back its key and image)."""
     from podctl.site import load_site
 
     # ansible-runner starts `ansible` from PATH; make it this venv's.
     venv_bin = str(Path(sys.executable).parent)
     os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
-
-    site = load_site(SIM_SITE)
-    result = pod.up(sim_podman, site, SIM_SITE, None, timeout_s=300, reporter=pod.Reporter())
-    yield SimPod(sim_podman, site, SIM_SITE, result)
-
-    removed, network_removed = pod.down(sim_podman, site.name, purge=False)
-    assert len(removed) == len(site.nodes) and network_removed
-    assert sim_podman.containers(pod_filter(site.name)) == []
-    assert sim_podman.network(network_name(site.name)) is None
-    # The image is kept for the next session.
-    assert sim_podman.images(["--filter", "label=io.podctl.image=sim-node"])
-    assert state.ssh_key_path(site.name).exists()
+    site = load_site(sim_nodes.site)
+    result = pod.up(sim_podman, site, sim_nodes.site, None, timeout_s=300, reporter=pod.Reporter())
+    return SimPod(sim_podman, site, sim_nodes.site, result)
 
 
 def transfer_mbit(seconds: float, nbytes: int) -> float:

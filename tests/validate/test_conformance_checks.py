@@ -121,3 +121,16 @@ def test_drift_of_a_file_names_the_line_and_a_missing_file() -> None:
     assert describe_change("Install | packages", {"changed": True}) == [
         "Install | packages: not as podctl deploys it (Ansible would change it)"
     ]
+
+
+def test_drift_of_a_loop_names_each_file_that_differs() -> None:
+    # A task with a loop (the validation package, file by file) reports its items under "results".
+    changed = {
+        "changed": True,
+        "dest": "/home/shared/podctl-validation/src/validation/units.py",
+        "diff": [{"before": "A = 1\n# edited\n", "after": "A = 1\n", "before_header": "", "after_header": "units.py"}],
+    }
+    same = {"changed": False, "dest": "/home/shared/podctl-validation/src/validation/gpt.py"}
+    (message,) = describe_change("Configure | The validation package", {"changed": True, "results": [same, changed]})
+    assert message.startswith("/home/shared/podctl-validation/src/validation/units.py differs")
+    assert "the node has 1 extra line(s) from line 2: '# edited'" in message

@@ -92,16 +92,20 @@ def describe_change(task: str, result: dict[str, Any]) -> list[str]:
             f"{task}: not as podctl deploys it (Ansible would change it; the task handles a secret, so "
             "the difference is not shown)"
         ]
+    # A task with a loop reports each item's result under "results": a file per item.
+    items = result.get("results")
+    parts = [r for r in items if isinstance(r, dict) and r.get("changed")] if isinstance(items, list) else [result]
     out = []
-    for diff in _diffs(result):
-        before, after = diff.get("before"), diff.get("after")
-        path = str(diff.get("before_header") or result.get("dest") or result.get("path") or task)
-        if not isinstance(before, str) or not isinstance(after, str):
-            continue
-        if before == "" and after != "":
-            out.append(f"{path} is missing on the node (podctl deploys it)")
-        else:
-            out.append(describe_difference(path, before.encode(), after.encode()))
+    for part in parts:
+        for diff in _diffs(part):
+            before, after = diff.get("before"), diff.get("after")
+            path = str(diff.get("before_header") or part.get("dest") or part.get("path") or task)
+            if not isinstance(before, str) or not isinstance(after, str):
+                continue
+            if before == "" and after != "":
+                out.append(f"{path} is missing on the node (podctl deploys it)")
+            else:
+                out.append(describe_difference(path, before.encode(), after.encode()))
     return out or [f"{task}: not as podctl deploys it (Ansible would change it)"]
 
 

@@ -225,6 +225,16 @@ def test_a_partition_change_is_reconfigured_under_a_running_job_which_completes(
     assert "podctl" not in deploy_pod.ssh("head01", "sinfo -h -R -o '%E'")
 
 
+def test_a_deploy_limited_to_one_node_touches_that_node_alone(deploy_pod: DeployPod) -> None:
+    # Replacing a node (docs/day2.md) deploys it alone: the stages whose controller or Prometheus
+    # host lies outside the limit must still run there, change nothing and restart nothing.
+    daemons = deploy_pod.daemons()
+    recap, _ = _deploy(deploy_pod, "--limit", "node02", "--only", "os,slurm,monitoring")
+    assert set(recap["hosts"]) == {"node02"}
+    assert recap["hosts"]["node02"]["changed"] == 0 and recap["hosts"]["node02"]["failed"] == 0, recap["hosts"]
+    assert deploy_pod.daemons() == daemons
+
+
 def _wait_for(predicate, deadline_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +90,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("sim") is not None:
             item.add_marker(pytest.mark.xdist_group("simpod"))
+
+
+# The wall time of each part of a run, from the first test's start to the last one's end: under
+# pytest-xdist the unit part runs beside the sim part, and each is printed (and, with CI_PHASES
+# set, recorded for .ci/run's summary) as a phase of its own.
+_SPANS: dict[str, list[float]] = {}
+_FAILED: set[str] = set()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    part = "sim" if "sim" in report.keywords else "unit"
+    start, stop = getattr(report, "start", time.time()), getattr(report, "stop", time.time())
+    span = _SPANS.setdefault(part, [start, stop])
+    span[0], span[1] = min(span[0], start), max(span[1], stop)
+    if report.failed:
+        _FAILED.add(part)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller prints for all
+        return
+    if not os.environ.get("CI_PHASES") and config.getoption("dist", "no") == "no":
+        return  # a run by hand, in one process: pytest's own summary says it all
+    phases = os.environ.get("CI_PHASES")
+    for part in ("unit", "sim"):
+        if part not in _SPANS:
+            continue
+        seconds = _SPANS[part][1] - _SPANS[part][0]
+        terminalreporter.write_line(
+            f"== phase {part}: {seconds:.0f} s (first test to last; the parts run side by side)"
+        )
+        if phases:
+            with open(phases, "a", encoding="utf-8") as handle:
+                handle.write(f"{part} {seconds:.0f} {1 if part in _FAILED else 0}\n")

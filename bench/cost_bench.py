@@ -63,12 +63,15 @@ def site_for(nodes: int, folder: Path) -> Path:
     return path
 
 
-def measured(cmd: list[str], timeout: float) -> dict[str, float | int | str]:
-    """Run `cmd`; its wall seconds, CPU seconds and peak RSS (of it and what it waited for)."""
+def measured(cmd: list[str], timeout: float, output: Path | None = None) -> dict[str, float | int | str]:
+    """Run `cmd`; its wall seconds, CPU seconds and peak RSS (of it and what it waited for). With
+    `output`, everything it printed is kept in that file."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     wall = time.monotonic() - started
+    if output is not None:
+        output.write_text(proc.stdout + proc.stderr)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "rc": proc.returncode,

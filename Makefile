@@ -50,13 +50,12 @@ demo: sim-setup
 	$(BIN)/podctl deploy $(SITE)
 	$(BIN)/podctl validate $(SITE)
 
-# Every test of CI's tier, in one run on both cores (pytest-xdist): the tests on the run's one
-# sim pod (deployed once, from the installed wheel under .ci/run) in order on one worker, the
-# tests that need no container beside them. Each part's wall time is printed (tests/conftest.py),
-# and the run's (.ci/timed); the long tier is `make test-long`.
+# Every test of CI's tier, in two parts side by side (.ci/test-parts): the tests on the run's one
+# sim pod (deployed once, from the installed wheel under .ci/run), in order, and beside them the
+# tests that need no container. Each part prints its wall time; the long tier is `make test-long`.
 PYTEST_DURATIONS := --durations=0 --durations-min=5
 test: sim-setup consumers
-	@bash .ci/timed tests $(BIN)/pytest -m 'not long' -n 2 --dist loadgroup $(PYTEST_DURATIONS)
+	@bash .ci/timed tests bash .ci/test-parts $(BIN)/pytest $(PYTEST_DURATIONS)
 
 # What CI cannot afford: every role's Molecule scenario, certification three times in a row, the
 # collection deploying without the CLI, a node killed mid-deploy (docs/testing.md lists them).

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,9 +61,8 @@ def sim_pod(sim_nodes: object) -> object:
 
 # The order the tests that share the sim pod run in: the sim itself on the bare containers,
 # then the deploy tests (its first deploy and a no-change re-run, judged before anything else
-# changes the pod), then the rest in collection order. Under pytest-xdist every test that needs
-# a container runs on one worker, in this order (xdist_group "simpod"), while the others share
-# the remaining workers.
+# changes the pod), then certification and its faults, then day 2, then the rest in collection
+# order. make test runs them in one process (.ci/test-parts).
 SIM_ORDER = (
     "tests/sim/test_sim_pod.py",
     "tests/deploy/test_deploy_sim.py",
@@ -73,7 +71,6 @@ SIM_ORDER = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> tuple[int, int]:
         if item.get_closest_marker("sim") is None:
@@ -87,40 +84,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:  # make test runs `-m 'not sim'` and `-m sim` apart: such a test would bring up a pod of its own
         raise pytest.UsageError(f"tests on the sim pod without the sim mark: {', '.join(unmarked)}")
     items.sort(key=rank)  # stable: collection order within each rank
-    for item in items:
-        if item.get_closest_marker("sim") is not None:
-            item.add_marker(pytest.mark.xdist_group("simpod"))
 
 
-# The wall time of each part of a run, from the first test's start to the last one's end: under
-# pytest-xdist the unit part runs beside the sim part, and each is printed (and, with CI_PHASES
-# set, recorded for .ci/run's summary) as a phase of its own.
-_SPANS: dict[str, list[float]] = {}
-_FAILED: set[str] = set()
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    part = "sim" if "sim" in report.keywords else "unit"
-    start, stop = getattr(report, "start", time.time()), getattr(report, "stop", time.time())
-    span = _SPANS.setdefault(part, [start, stop])
-    span[0], span[1] = min(span[0], start), max(span[1], stop)
-    if report.failed:
-        _FAILED.add(part)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller prints for all
-        return
-    if not os.environ.get("CI_PHASES") and config.getoption("dist", "no") == "no":
-        return  # a run by hand, in one process: pytest's own summary says it all
-    phases = os.environ.get("CI_PHASES")
-    for part in ("unit", "sim"):
-        if part not in _SPANS:
-            continue
-        seconds = _SPANS[part][1] - _SPANS[part][0]
-        terminalreporter.write_line(
-            f"== phase {part}: {seconds:.0f} s (first test to last; the parts run side by side)"
-        )
-        if phases:
-            with open(phases, "a", encoding="utf-8") as handle:
-                handle.write(f"{part} {seconds:.0f} {1 if part in _FAILED else 0}\n")

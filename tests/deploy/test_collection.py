@@ -59,15 +59,7 @@ def test_the_built_collections_playbook_passes_syntax_check(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_NOCOLOR": "1"}
     for playbook in ("podctl.pod.site", "podctl.pod.slurm"):
-        proc = subprocess.run(
-            [str(BIN / "ansible-playbook"), "--syntax-check", "-i", str(inventory), playbook],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = _ansible_playbook("--syntax-check", "-i", str(inventory), playbook, cwd=tmp_path, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         # ... found in the installed collection, not in this checkout.
         name = playbook.rsplit(".", 1)[1]
@@ -75,16 +67,14 @@ def test_the_built_collections_playbook_passes_syntax_check(tmp_path: Path) -> N
     # The check can fail: a playbook that is not YAML is refused.
     broken = collections / "ansible_collections" / "podctl" / "pod" / "playbooks" / "slurm.yml"
     broken.write_text(broken.read_text() + "\n  - : [\n")
-    proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", str(inventory), "podctl.pod.site"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = _ansible_playbook("--syntax-check", "-i", str(inventory), "podctl.pod.site", cwd=tmp_path, env=env)
     assert proc.returncode != 0
+
+
+def _ansible_playbook(*args: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _install(tarball: Path, collections: Path) -> None:
@@ -126,14 +116,8 @@ def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: P
             "ANSIBLE_NOCOLOR": "1",
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         }
-        proc = subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", str(tmp_path / "inventory"), "podctl.pod.site"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
+        proc = _ansible_playbook(
+            "-i", str(tmp_path / "inventory"), "podctl.pod.site", cwd=tmp_path, env=env, timeout=1800
         )
         assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
         recap = proc.stdout[proc.stdout.index("PLAY RECAP") :]

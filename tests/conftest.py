@@ -84,5 +84,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:  # make test runs `-m 'not sim'` and `-m sim` apart: such a test would bring up a pod of its own
         raise pytest.UsageError(f"tests on the sim pod without the sim mark: {', '.join(unmarked)}")
     items.sort(key=rank)  # stable: collection order within each rank
-
-

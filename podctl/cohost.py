@@ -20,3 +20,11 @@ def cohost_capacity() -> int:
 def crowding(emulated_nodes: int) -> int:
     """How many times over that density `emulated_nodes` crowd this host (1 for a real pod)."""
     return max(1, math.ceil(emulated_nodes / cohost_capacity()))
+
+
+def cohost_scale(members: int) -> float | None:
+    """The factor a figure of one sim job across `members` co-hosted nodes (or ranks) is scaled by,
+    back to the reference density: members / capacity, or None when the job fits that density.
+    Only for emulated nodes: a real pod's figures are never scaled."""
+    capacity = cohost_capacity()
+    return round(members / capacity, 3) if members > capacity else None

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..cohost import cohost_capacity
+from ..cohost import cohost_capacity, cohost_scale
 from ..localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
 from ..localize.routing import Forwarding, Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
@@ -162,12 +162,12 @@ class SlurmTester:
             result["details"]["rail"] = rail
             # One HCA carries 1/rails of a node's traffic: scale it to compare with the node's bound.
             result["details"]["rail_scale"] = 1 if spec.emulated else self.rails
-        capacity = cohost_capacity()
-        if spec.emulated and world > capacity:
+        scale = cohost_scale(world) if spec.emulated else None
+        if scale is not None:
             # A sim job of more ranks than the host holds at the reference density shares the cores:
             # its figure is scaled back to that density (pairs never are: they carry the judgement of
             # a throttled node). Recorded, so the report shows raw figure and scale.
-            result["details"]["cohost_scale"] = round(world / capacity, 3)
+            result["details"]["cohost_scale"] = scale
         scope = "pair" if len(test.nodes) == 2 else "group"
         record = CheckRun("collectives", scope, test.nodes[0], result)
         self.records.append(record)

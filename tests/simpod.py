@@ -26,6 +26,24 @@ from tests.conftest import REPO, SIM_SITE
 SIM_POD = "simcert"
 SIM_SUBNET_PREFIX = "10.89.12."
 
+# systemd's D-Bus services that start when a tool asks them something and exit after about 30 s
+# idle (`hostnamectl`, which Ansible's hostname module runs on every deploy, starts
+# systemd-hostnamed): not daemons a deploy restarts, and present or not by timing alone.
+ON_DEMAND_SERVICES = frozenset({"systemd-hostnamed.service", "systemd-timedated.service", "systemd-localed.service"})
+
+
+def daemons_changed(
+    before: dict[str, dict[str, dict[str, str]]], after: dict[str, dict[str, dict[str, str]]]
+) -> list[str]:
+    """One line per service that restarted, stopped or started between two `Pod.daemons()` snapshots."""
+    lines = []
+    for host in sorted(before.keys() | after.keys()):
+        was, now = before.get(host, {}), after.get(host, {})
+        for unit in sorted(was.keys() | now.keys()):
+            if was.get(unit) != now.get(unit):
+                lines.append(f"{host} {unit}: {was.get(unit, 'not running')} -> {now.get(unit, 'not running')}")
+    return lines
+
 
 def podctl_command() -> list[str]:
     installed = os.environ.get("PODCTL_TEST_PODCTL")
@@ -123,7 +141,8 @@ class Pod:
 
     def daemons(self) -> dict[str, dict[str, dict[str, str]]]:
         """host -> service -> (NRestarts, ActiveEnterTimestamp, its monotonic form, MainPID) of every
-        service systemd runs on every node: what a restart of anything would change."""
+        service systemd keeps running on every node: what a restart of anything would change.
+        systemd's on-demand services (ON_DEMAND_SERVICES) are left out: they come and go by themselves."""
         listing = (
             "systemctl list-units --type=service --state=running --no-legend --plain | awk '{print $1}'"
             " | xargs -r systemctl show -p Id -p NRestarts -p ActiveEnterTimestamp"
@@ -134,7 +153,7 @@ class Pod:
             units: dict[str, dict[str, str]] = {}
             for block in self.ssh(host, listing).strip().split("\n\n"):
                 fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-                if "Id" in fields:
+                if "Id" in fields and fields["Id"] not in ON_DEMAND_SERVICES:
                     units[fields.pop("Id")] = fields
             assert "sshd.service" in units or "ssh.service" in units, (host, units)
             out[host] = units

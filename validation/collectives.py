@@ -23,11 +23,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from validation.launch import DistEnv, add_launch_arguments, init_process_group, launch_and_emit, use_cuda
+from validation.launch import (
+    DistEnv,
+    add_launch_arguments,
+    end_process,
+    init_process_group,
+    launch_and_emit,
+    use_cuda,
+)
 from validation.result import CheckArgumentParser, Report, hostname, parse_args, progress, summarize
 from validation.timing import timed
 from validation.units import human_size, parse_size, parse_threshold
@@ -373,4 +379,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_process(main())

@@ -29,14 +29,20 @@ import io
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from validation.launch import DistEnv, add_launch_arguments, init_process_group, launch_and_emit, use_cuda
+from validation.launch import (
+    DistEnv,
+    add_launch_arguments,
+    end_process,
+    init_process_group,
+    launch_and_emit,
+    use_cuda,
+)
 from validation.result import CheckArgumentParser, Report, hostname, parse_args, progress, summarize
 
 # How far a replica may sit from rank 0's and still count as the same model: rounding-level.
@@ -496,4 +502,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_process(main())

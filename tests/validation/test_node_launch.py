@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from validation.launch import env_from_environ, first_host
@@ -59,3 +63,20 @@ def test_slurm_variables() -> None:
 
 def test_no_launcher_means_none() -> None:
     assert env_from_environ({"HOME": "/root"}) is None
+
+
+def test_a_check_process_ends_with_its_result_and_skips_finalization() -> None:
+    # A non-daemon thread that never ends stands in for what the interpreter's finalization
+    # would tear down (torch's C++ threads aborted a finished rank there on the sim pod):
+    # sys.exit would wait for it for ever; end_process must leave at once, output flushed.
+    script = (
+        "import sys, threading\n"
+        "from validation.launch import end_process\n"
+        "threading.Thread(target=threading.Event().wait).start()\n"
+        'sys.stdout.write(\'{"status": "pass"}\')\n'
+        "sys.stderr.write('progress')\n"
+        "end_process(3)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (3, '{"status": "pass"}', "progress")

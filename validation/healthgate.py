@@ -31,7 +31,9 @@ expectations file is unreadable). An error never drains: it is reported instead,
 record and in the exported metrics, which an alert rule watches.
 
 Written per run, each atomically: <state>/last.json (the record `podctl status` reads)
-and <textfile>/podctl_health.prom (node exporter's textfile collector).
+and <textfile>/podctl_health.prom (node exporter's textfile collector). Runs may overlap
+(slurmd's interval, a prolog, a person): a run that started before the one already on
+record writes nothing, so a slow stale run never replaces a newer verdict.
 
 Exit status: 0, except in prolog mode, where a failed node exits 1 so Slurm requeues
 the job that was about to land on it. The gate's own crash exits 0: it must never be
@@ -44,6 +46,7 @@ library: a hung shared mount, or the validation tools on it, cannot stop it from
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import re
@@ -306,6 +309,43 @@ class Gate:
 # ---------------------------------------------------------------------- records
 
 
+def record_run(state: Path, record: dict[str, Any], text: str, textfile_dir: str | None) -> bool:
+    """Write this run's record and metrics, unless a run that started later has written its
+    own already (under a lock on <state>/.lock, so two runs finishing together cannot both
+    win). False when this run was left out. A write that fails is said on stderr and never
+    raises: a full disk must not turn into a crash."""
+    lock = None
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        lock = open(state / ".lock", "a")  # noqa: SIM115 - held until the writes are done
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    except OSError as exc:
+        print(f"podctl-healthcheck: writing without the lock: {exc}", file=sys.stderr)
+    try:
+        try:
+            newer = float(json.loads((state / "last.json").read_text()).get("time", 0)) > record["time"]
+        except (OSError, ValueError, TypeError, AttributeError):
+            newer = False  # none yet, or unreadable: this run's record replaces it
+        if newer:
+            print(
+                "podctl-healthcheck: a run that started later is on record already; this one is left out",
+                file=sys.stderr,
+            )
+            return False
+        targets = [(state / "last.json", text + "\n")]
+        if textfile_dir:
+            targets.append((Path(textfile_dir) / "podctl_health.prom", metrics(record)))
+        for path, content in targets:
+            try:
+                write_atomic(path, content)
+            except Exception as exc:  # noqa: BLE001 - see above
+                print(f"podctl-healthcheck: cannot write its record to {path}: {exc}", file=sys.stderr)
+        return True
+    finally:
+        if lock is not None:
+            lock.close()
+
+
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -475,18 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     record["duration_s"] = round(time.monotonic() - started, 3)
     text = json.dumps(record, indent=1, sort_keys=True)
-    for write in (
-        lambda: write_atomic(args.state / "last.json", text + "\n"),
-        lambda: (
-            write_atomic(Path(expect["textfile_dir"]) / "podctl_health.prom", metrics(record))
-            if expect.get("textfile_dir")
-            else None
-        ),
-    ):
-        try:
-            write()
-        except Exception as exc:  # noqa: BLE001 - a full disk must not turn into a crash
-            print(f"podctl-healthcheck: cannot write its record: {exc}", file=sys.stderr)
+    record_run(args.state, record, text, expect.get("textfile_dir"))
     if args.print:
         print(text)
     elif record["status"] != "pass":

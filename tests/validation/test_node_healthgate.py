@@ -51,7 +51,7 @@ class Node:
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(0o755)
 
-    def run(self, *args: str, name: str = "podctl-healthcheck") -> tuple[int, dict, str]:
+    def start(self, *args: str, name: str = "podctl-healthcheck") -> subprocess.Popen:
         # Each unit's states, one per `systemctl is-active` call; the last one stays.
         units = self.tmp / "units"
         units.mkdir(exist_ok=True)
@@ -73,7 +73,7 @@ class Node:
         if not program.exists():
             program.symlink_to(GATE)
         env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}"}
-        proc = subprocess.run(
+        return subprocess.Popen(
             [
                 sys.executable,
                 str(program),
@@ -84,13 +84,16 @@ class Node:
                 *args,
             ],
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=60,
-            check=False,
         )
+
+    def run(self, *args: str, name: str = "podctl-healthcheck") -> tuple[int, dict, str]:
+        proc = self.start(*args, name=name)
+        out, err = proc.communicate(timeout=60)
         record = json.loads((self.state / "last.json").read_text())
-        return proc.returncode, record, proc.stdout + proc.stderr
+        return proc.returncode, record, out + err
 
     def drains(self) -> list[str]:
         if not self.scontrol_log.exists():
@@ -195,6 +198,32 @@ def test_the_node_checks_own_failure_never_drains(node: Node, check_body: str, w
     prom = (node.textfile / "podctl_health.prom").read_text()
     samples = [line.split()[0] for line in prom.splitlines() if not line.startswith("#")]
     assert "podctl_health_check_error 1\n" in prom and "podctl_health_ok" not in samples
+
+
+def test_a_slow_run_that_started_first_never_replaces_a_newer_runs_record(node: Node) -> None:
+    # slurmd's interval, a prolog and a person can run the gate at once: the run that started
+    # first and ends last (its node check slow) must leave the newer run's verdict on record.
+    slow, started = node.tmp / "slow", node.tmp / "started"
+    stale = {"status": "fail", "findings": [{"severity": "error", "device": "gpu0", "message": "stale"}]}
+    node.tool(
+        "fake-python",
+        f"if [ -e {slow} ]; then touch {started}; sleep 3; echo '{json.dumps(stale)}'; exit 1; fi\n"
+        'echo \'{"status": "pass", "findings": []}\'',
+    )
+    node.expect["node_check"] = {"python": str(node.bin / "fake-python"), "argv": []}
+    slow.touch()
+    first = node.start("--no-drain")
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "the first run never reached its node check"
+    slow.unlink()
+    code, record, _ = node.run("--no-drain")
+    assert code == 0 and record["status"] == "pass"
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0 and "a run that started later is on record already" in err
+    assert json.loads((node.state / "last.json").read_text()) == record
+    assert "podctl_health_ok 1\n" in (node.textfile / "podctl_health.prom").read_text()
 
 
 def test_gpu_findings_of_the_node_check_drain(node: Node) -> None:

@@ -41,6 +41,8 @@ the reason a node stops taking work.
 
 This file is installed alone, on each node's local disk, and uses only the standard
 library: a hung shared mount, or the validation tools on it, cannot stop it from running.
+Why one module: that is also why it is one file; a second module would have to be
+installed beside it on every node and found on its path before it could run.
 """
 
 from __future__ import annotations

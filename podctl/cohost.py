@@ -1,9 +1,9 @@
 """How many emulated nodes this host runs at the density the sim is measured at.
 
 The sim's nodes are containers sharing this host's cores. Its reference figures were measured
-with 3 nodes on 2 cores, and nodes past that density wait on each other: validate runs node
-checks and multi-node jobs in waves of this size, and Ansible allows a crowded node's sshd
-longer to answer. A real pod is not limited: its nodes are machines of their own.
+with 3 nodes on 2 cores, and nodes past that density wait on each other: validate runs the node
+checks that measure a figure, and multi-node jobs, on at most this many nodes at once, and
+Ansible allows a crowded node's sshd longer to answer. A real pod is not limited: its nodes are machines of their own.
 """
 
 from __future__ import annotations

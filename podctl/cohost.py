@@ -2,8 +2,9 @@
 
 The sim's nodes are containers sharing this host's cores. Its reference figures were measured
 with 3 nodes on 2 cores, and nodes past that density wait on each other: validate runs the node
-checks that measure a figure in waves of this size, multi-node jobs on at most this many nodes, and
-Ansible allows a crowded node's sshd longer to answer. A real pod is not limited: its nodes are machines of their own.
+checks that measure a figure in waves of this size and multi-node jobs on at most this many
+nodes, and Ansible allows a crowded node's sshd longer to answer. A real pod is not limited: its
+nodes are machines of their own.
 """
 
 from __future__ import annotations

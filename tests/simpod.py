@@ -73,6 +73,14 @@ def sim_site_copy(pod: str, subnet_prefix: str, ipoib_supernet: str) -> str:
     return re.sub(r"(?m)^# yaml-language-server.*\n", "", text)
 
 
+def grown_sim_site(folder: Path, pod: str, compute: int) -> Path:
+    """A copy of the sim site as pod `pod` with `compute` compute nodes, written to folder/site.yaml."""
+    site_file = folder / "site.yaml"
+    text = sim_site_copy(pod, "10.89.9.", "172.31.0.0/16").replace("node[01-03]", f"node[01-{compute:02d}]")
+    site_file.write_text(text)
+    return site_file
+
+
 # The logs of Slurm's daemons the consumer test reads.
 DAEMON_LOGS = {
     "head01": ("/var/log/slurm/slurmctld.log", "/var/log/slurm/slurmdbd.log"),

@@ -176,7 +176,7 @@ def waves(pod: PodTarget, suite: str, hosts: list[str]) -> list[list[str]]:
     then. (A window, a node started as soon as another finished, can put one node's interpreter
     start-up on another's measurement; at 32 sim nodes, one of two runs with it read two nodes'
     intra-node all-reduce below the bound: docs/scale.md.)"""
-    measures = any(f.check == suite for f in FIGURES.values())
+    measures = any(suite_of(f) == suite for f in FIGURES)
     if not measures or not all(pod.site.profile_of(pod.site.node(h)).emulated for h in hosts):
         return [hosts]
     size = max(1, cohost_capacity())

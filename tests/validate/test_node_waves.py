@@ -12,7 +12,7 @@ from podctl.cohost import cohost_capacity
 from podctl.remote import RemoteResult
 from podctl.site import load_site
 from podctl.validate.pod import PodTarget, node_checks, target, waves
-from tests.simpod import sim_site_copy
+from tests.simpod import grown_sim_site
 
 
 class RecordingNodes:
@@ -27,10 +27,7 @@ class RecordingNodes:
 
 
 def pod_of(tmp_path: Path, compute: int) -> PodTarget:
-    site_file = tmp_path / "site.yaml"
-    text = sim_site_copy("window", "10.89.9.", "172.31.0.0/16").replace("node[01-03]", f"node[01-{compute:02d}]")
-    site_file.write_text(text)
-    return target(load_site(site_file))
+    return target(load_site(grown_sim_site(tmp_path, "window", compute)))
 
 
 def test_a_suite_with_judged_figures_runs_in_waves_at_the_sim_density_and_health_on_every_node_at_once(

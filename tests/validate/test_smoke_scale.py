@@ -14,7 +14,7 @@ from podctl.cohost import cohost_capacity
 from podctl.site import load_site
 from podctl.validate.judge import judge
 from podctl.validate.pod import PodTarget, reference_rows, smoke_run, target
-from tests.simpod import sim_site_copy
+from tests.simpod import grown_sim_site
 
 RAW = 9e-5  # TFLOP/s per node, as 31 nodes read on 2 cores
 
@@ -49,10 +49,7 @@ class SmokeSlurm:
 
 
 def pod_of(tmp_path: Path, compute: int) -> PodTarget:
-    site_file = tmp_path / "site.yaml"
-    text = sim_site_copy("scale", "10.89.9.", "172.31.0.0/16").replace("node[01-03]", f"node[01-{compute:02d}]")
-    site_file.write_text(text)
-    return target(load_site(site_file))
+    return target(load_site(grown_sim_site(tmp_path, "scale", compute)))
 
 
 def smoke(tmp_path: Path, compute: int) -> tuple[PodTarget, dict[str, Any], Any]:

@@ -18,6 +18,10 @@ from validation.result import envelope, envelope_problems, finding
 QUOTE_CHARS = 300
 
 
+# How much of the end of a node's stderr a finding quotes when the node printed no result.
+STDERR_TAIL_CHARS = 600
+
+
 def parse_envelope(stdout: str, returncode: int | None, stderr_tail: str, check: str, host: str) -> dict[str, Any]:
     """The envelope a node printed; an "error" envelope saying why when there is none, or when
     what it printed is not an envelope (a check's output is untrusted until it has the shape)."""
@@ -41,7 +45,7 @@ def parse_envelope(stdout: str, returncode: int | None, stderr_tail: str, check:
             )
         return data
     how = "was killed" if returncode is None else f"exited {returncode}"
-    tail = stderr_tail.strip()[-600:]
+    tail = stderr_tail.strip()[-STDERR_TAIL_CHARS:]
     printed = stdout.strip()[-QUOTE_CHARS:]
     return broken_envelope(
         check,

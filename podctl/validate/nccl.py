@@ -38,6 +38,13 @@ from .envelope import envelope, finding
 from .judge import CheckRun, finding_hosts
 from .slurm import Job, SlurmJobs
 
+# Warm-up operations and timed chunks (each a median's sample) of every job: the judged test and
+# the sweep alike (the sweep's curves are read no finer than the judged figure). On co-hosted sim
+# ranks one operation at the sweep's larger sizes outlasts a chunk, so its cost grows with this
+# count: 7 per size and collective, where the check's defaults (3 and 10) make 13.
+WARMUP_ITERS = 2
+REPEATS = 5
+
 
 @dataclass(frozen=True)
 class NcclSpec:
@@ -121,19 +128,9 @@ class SlurmTester:
         world = len(test.nodes) * spec.tasks_per_node
         argv = [spec.python, "-m", "validation.collectives", "--expect-world-size", str(world)]
         if not self.sweep:
-            # Pass or fail needs one figure: all_reduce at the judged size, a few repeats.
-            argv += [
-                "--collectives",
-                "all_reduce",
-                "--min-bytes",
-                spec.size,
-                "--max-bytes",
-                spec.size,
-                "--warmup-iters",
-                "2",
-                "--repeats",
-                "5",
-            ]
+            # Pass or fail needs one figure: all_reduce at the judged size.
+            argv += ["--collectives", "all_reduce", "--min-bytes", spec.size, "--max-bytes", spec.size]
+        argv += ["--warmup-iters", str(WARMUP_ITERS), "--repeats", str(REPEATS)]
         if not spec.gpu:
             argv.append("--cpu")
         env = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..remote import Nodes, RemoteResult, command_line
-from .envelope import QUOTE_CHARS, broken_envelope, finding, parse_envelope
+from .envelope import QUOTE_CHARS, STDERR_TAIL_CHARS, broken_envelope, finding, parse_envelope
 
 IMMEDIATE_S = 60
 
@@ -200,6 +200,22 @@ def _agree_with_srun(envelope: dict[str, Any], returncode: int | None, stderr: s
 
 def _srun_reason(stderr: str) -> str:
     """srun's own complaint (e.g. 'Unable to allocate resources: Requested node configuration is
-    not available') ahead of the tasks' noise, so the finding says why the job did not run."""
-    lines = [ln for ln in stderr.splitlines() if ln.startswith("srun: error")]
-    return "\n".join(lines[-3:] + [""] + stderr.splitlines()[-5:]) if lines else stderr
+    not available') and the first task it reported ended, ahead of the tasks' noise, so the finding
+    says why the job did not run or why it ended. Under --kill-on-bad-exit srun ends every other
+    task once one fails: at pod scale the cause is one line ahead of tens of 'Terminated' ones, and
+    a job whose every task was Terminated was ended from outside its tasks."""
+    lines = stderr.splitlines()
+    errors = [ln for ln in lines if ln.startswith("srun: error")]
+    if not errors:
+        return stderr
+    tasks = [ln for ln in errors if _TASKS_FAILED.match(ln.strip()[:400])]
+    lead = [ln for ln in errors if ln not in tasks][-3:] + tasks[:1]
+    if len(tasks) > 1:
+        lead.append(f"(then {len(tasks) - 1} more srun line(s) on tasks)")
+    if tasks and all(ln.rstrip().endswith(": Terminated") for ln in tasks):
+        lead.append("every task srun named was Terminated: none failed on its own")
+    # The finding keeps the reason's end (envelope.parse_envelope): the lead first, then as much
+    # of the end of stderr as leaves the lead whole.
+    head = "\n".join(ln[:300] for ln in lead)
+    room = STDERR_TAIL_CHARS - len(head) - 2
+    return head + "\n\n" + ("\n".join(lines[-5:])[-room:] if room > 0 else "")

@@ -13,7 +13,7 @@ from podctl.localize.schedule import check_disjoint
 from podctl.model import Reference
 from podctl.topology import plan_fabric
 from podctl.validate.judge import judge
-from podctl.validate.nccl import NcclSpec, pairwise_rounds, run_nccl, size_label
+from podctl.validate.nccl import REPEATS, WARMUP_ITERS, NcclSpec, pairwise_rounds, run_nccl, size_label
 from podctl.validate.slurm import Job, srun_argv
 from tests.localize.conftest import small_fabric
 
@@ -82,6 +82,10 @@ def test_healthy_pod_one_all_nodes_job_then_pairs_and_everyone_passes():
     assert set(slurm.jobs[0].nodes) == set(hosts)
     assert "--collectives" in slurm.jobs[0].argv  # round 1 measures the judged figure only
     assert "--collectives" not in slurm.jobs[-1].argv  # a healthy pod ends with the full sweep, for the report
+    timing = [(j.argv[j.argv.index("--warmup-iters") + 1], j.argv[j.argv.index("--repeats") + 1]) for j in slurm.jobs]
+    assert set(timing) == {
+        (str(WARMUP_ITERS), str(REPEATS))
+    }  # the sweep takes the judged test's few repeats, not the check's defaults
     assert all(j.env.get("NCCL_ALGO") == "Ring" for j in slurm.jobs[1:-1])
     cert = judge("t", rows(hosts), out.records + out.verdicts)
     assert cert.certified, cert.failures

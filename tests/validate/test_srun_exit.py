@@ -19,13 +19,15 @@ SAMPLES = REPO / "tests" / "data" / "slurm" / "srun-task-errors.txt"
 
 
 class FakeNodes:
-    def __init__(self, returncode: int, stderr: str, status: str = "pass") -> None:
+    def __init__(self, returncode: int, stderr: str, status: str | None = "pass") -> None:
         self.answer = (returncode, stderr, status)
         self.commands: list[str] = []
 
     def run(self, host: str, command: str, timeout_s: float) -> RemoteResult:
         self.commands.append(command)
         returncode, stderr, status = self.answer
+        if status is None:  # the job's ranks were ended before rank 0 printed anything
+            return RemoteResult(host, returncode, "", stderr)
         printed = envelope("smoke", "node01", status, [], measurements=[{"figure": "x", "value": 1.0, "unit": "u"}])
         return RemoteResult(host, returncode, json.dumps(printed) + "\n", stderr)
 
@@ -71,3 +73,27 @@ def test_a_clean_exit_or_an_exit_that_agrees_changes_nothing() -> None:
     failed = SlurmJobs(FakeNodes(1, "srun: error: node01: task 0: Exited with exit code 1\n", "fail"), "head01", None)
     result = failed.run(job())
     assert result["status"] == "fail" and not result["findings"]
+
+
+def test_the_task_that_failed_first_leads_the_reason_ahead_of_those_srun_ended_for_it() -> None:
+    # The BERT job's lines from another site: task 0 exited 1, srun ended the rest. At pod scale
+    # tens of "Terminated" lines follow the cause: the same sample with 30 more tasks ended.
+    sample = SAMPLES.read_text().splitlines()[1:7]
+    ended = [f"srun: error: node{n:02d}: task {n}: Terminated" for n in range(8, 38)]
+    stderr = "\n".join(sample[:4] + ended + sample[4:]) + "\n"
+    result = SlurmJobs(FakeNodes(143, stderr, status=None), "head01", None).run(job())
+    assert result["status"] == "error"
+    (message,) = [f["message"] for f in result["findings"] if f["severity"] == "error"]
+    reason = message.split("stderr tail: ", 1)[1]
+    assert reason.startswith("srun: error: sn30-r1-h1: task 0: Exited with exit code 1\n(then 32 more"), reason
+    assert "none failed on its own" not in reason
+
+
+def test_a_job_whose_every_task_was_terminated_says_no_task_failed_on_its_own() -> None:
+    ended = [f"srun: error: node{n:02d}: task {n - 1}: Terminated" for n in range(1, 32)]
+    stderr = "\n".join(ended + ["srun: Force Terminated StepId=77.0"]) + "\n"
+    result = SlurmJobs(FakeNodes(143, stderr, status=None), "head01", None).run(job())
+    (message,) = [f["message"] for f in result["findings"] if f["severity"] == "error"]
+    assert "node01: task 0: Terminated\n(then 30 more" in message
+    assert "every task srun named was Terminated: none failed on its own" in message
+    assert message.endswith("srun: Force Terminated StepId=77.0")

@@ -46,14 +46,29 @@ fi
 # Merge, never clobber: keeps any other settings already in the file.
 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$python" -m podctl.sim.hostconf /etc/containers/containers.conf
 
-# Each sim node's systemd holds inotify instances, and rootful containers share root's limit:
-# Debian's 128 stops a pod at about 20 nodes (podctl sim up checks before it starts any).
-inotify=/proc/sys/fs/inotify/max_user_instances
-if [[ -w "$inotify" ]] && (( $(cat "$inotify") < 8192 )); then
-    echo "fs.inotify.max_user_instances = 8192" > /etc/sysctl.d/60-podctl-sim.conf
-    echo 8192 > "$inotify"
-    echo "sim-setup: fs.inotify.max_user_instances raised to 8192 (/etc/sysctl.d/60-podctl-sim.conf)"
-fi
+# Host settings a pod of many nodes needs, kept in /etc/sysctl.d/60-podctl-sim.conf (podctl sim up
+# checks both before it starts any node):
+# - each sim node's systemd holds inotify instances, and rootful containers share root's limit:
+#   Debian's 128 stops a pod at about 20 nodes;
+# - the kernel's one neighbour (ARP) table serves every node's namespace, about N x N entries:
+#   Debian's cap of 1,024 breaks multi-node jobs at 32 nodes ("No route to host").
+settings=(
+    "fs.inotify.max_user_instances 8192"
+    "net.ipv4.neigh.default.gc_thresh2 8192"
+    "net.ipv4.neigh.default.gc_thresh3 16384"
+)
+conf=/etc/sysctl.d/60-podctl-sim.conf
+for setting in "${settings[@]}"; do
+    read -r key want <<< "$setting"
+    file=/proc/sys/${key//.//}
+    if [[ -w "$file" ]] && (( $(cat "$file") < want )); then
+        echo "$want" > "$file"
+        echo "sim-setup: $key raised to $want ($conf)"
+    fi
+    if [[ -d /etc/sysctl.d ]] && ! grep -qx "$key = $want" "$conf" 2>/dev/null; then
+        { grep -v "^$key = " "$conf" 2>/dev/null || true; echo "$key = $want"; } > "$conf.new" && mv "$conf.new" "$conf"
+    fi
+done
 
 if [[ "${PODCTL_SIM_SKIP_IMAGE:-0}" == 1 ]]; then
     exit 0

@@ -19,7 +19,8 @@ bench/cost_bench.py grows it):
    collectives`: the verdict and the nodes it names.
 
 The figures go to bench/results/<date>-certify-<N>.json (written after every step, so a run cut
-short keeps what it measured) with its log beside it. --keep leaves the pod up for more
+short keeps what it measured) with its log beside it; a later run on the same day adds -run2,
+-run3 rather than overwrite them. --keep leaves the pod up for more
 measurements (`podctl sim down --pod certN` removes it). Needs root, podman and the sim image
 (make sim-setup). Long: about 2.5 h at 32 nodes on a 2-core host; not part of CI.
 """
@@ -111,6 +112,10 @@ def main() -> int:
     n = args.nodes
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     out_path = args.out or REPO / "bench" / "results" / f"{stamp}-certify-{n}.json"
+    run = 1
+    while args.out is None and (out_path.exists() or out_path.with_name(out_path.stem + "-log.txt").exists()):
+        run += 1  # a second run on one day keeps the first's figures: -run2, -run3
+        out_path = REPO / "bench" / "results" / f"{stamp}-certify-{n}-run{run}.json"
     log_path = out_path.with_name(out_path.stem + "-log.txt")
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"certify-bench-{os.getpid()}"
     work.mkdir(parents=True)

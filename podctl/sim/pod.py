@@ -36,7 +36,7 @@ from .podman import (
     owned_by,
     pod_filter,
 )
-from .preflight import check_inotify
+from .preflight import check_inotify, check_neighbours
 from .spec import NodeSpec, PodSpec, create_args, hosts_file, network_create_args, pod_spec, spec_label, ssh_config
 
 # A kept container gets this long to prove it is healthy before it is replaced.
@@ -264,6 +264,7 @@ def up(
         check_name_clashes(podman, spec, ours)
 
         check_inotify(sum(1 for n in spec.nodes if not (n.hostname in ours and ours[n.hostname].running)))
+        check_neighbours(len(spec.all_nodes))
 
         removed: list[str] = []
         if not spec.subset:

@@ -47,6 +47,22 @@ INOTIFY_PER_NODE = 6
 INOTIFY_SETTING = 8192  # what .ci/sim-setup.sh sets
 
 
+# The kernel keeps one neighbour (ARP) table for every network namespace on the host, and
+# gc_thresh3 caps it as a whole. On a sim pod every node learns every other node's address (a
+# multi-node job's ranks connect to each other: gloo and NCCL build a full mesh) and the bridge's:
+# about N x N entries. Past the cap, a new connection fails with "No route to host" and the
+# kernel logs "neighbor table overflow!": at 32 nodes (1,056 entries against Debian's 1,024), a
+# 31-rank job lost one rank that way and srun ended the rest (docs/scale.md).
+NEIGHBOUR_LIMIT = Path("/proc/sys/net/ipv4/neigh/default/gc_thresh3")
+NEIGHBOUR_SETTING = 16384  # what .ci/sim-setup.sh sets (with gc_thresh2 at half of it)
+
+
+def neighbours_needed(nodes: int) -> int:
+    """Neighbour entries a pod of `nodes` sim nodes holds at most: each node's entry for every
+    other node and for the bridge, and the host's for every node."""
+    return nodes * nodes + nodes
+
+
 @dataclass(frozen=True)
 class Tools:
     paths: dict[str, str]
@@ -174,6 +190,24 @@ def check_inotify(new_nodes: int, limit_file: Path = INOTIFY_LIMIT, in_use: int 
             f"fs.inotify.max_user_instances is {limit}: the nodes past it would hang while booting. Raise it: "
             f"sysctl -w fs.inotify.max_user_instances={max(INOTIFY_SETTING, need)} (and put the setting in "
             f"/etc/sysctl.d/ to keep it)\n{SETUP_HINT}"
+        )
+
+
+def check_neighbours(nodes: int, limit_file: Path = NEIGHBOUR_LIMIT) -> None:
+    """SimError when a pod of `nodes` sim nodes would overflow the host's neighbour table."""
+    try:
+        limit = int(limit_file.read_text().strip())
+    except (OSError, ValueError):
+        return  # not Linux's procfs: nothing to check against
+    need = neighbours_needed(nodes)
+    if need > limit:
+        setting = max(NEIGHBOUR_SETTING, need)
+        raise SimError(
+            f"a pod of {nodes} sim nodes needs up to {need} neighbour (ARP) entries on this host, one for "
+            f"every node each node talks to, but net.ipv4.neigh.default.gc_thresh3 is {limit}: past it a "
+            f"multi-node job's connections fail with 'No route to host'. Raise it: sysctl -w "
+            f"net.ipv4.neigh.default.gc_thresh2={setting // 2} net.ipv4.neigh.default.gc_thresh3={setting} "
+            f"(and put the settings in /etc/sysctl.d/ to keep them)\n{SETUP_HINT}"
         )
 
 

@@ -112,6 +112,25 @@ def test_a_pod_past_the_hosts_inotify_instances_is_refused_before_any_node_start
     check_inotify(31, limit, in_use=10)
 
 
+def test_a_pod_past_the_hosts_neighbour_table_is_refused_before_any_node_starts(tmp_path):
+    from podctl.sim.preflight import check_neighbours, neighbours_needed
+
+    limit = tmp_path / "gc_thresh3"
+    limit.write_text("1024\n")
+    # Debian's cap: 16 nodes fit; 32 do not (found on a 32-node pod: a 31-rank job's connection
+    # failed with "No route to host" and dmesg said "neighbor table overflow!").
+    assert neighbours_needed(32) > 1024 >= neighbours_needed(16)
+    check_neighbours(16, limit)
+    with pytest.raises(SimError) as err:
+        check_neighbours(32, limit)
+    message = str(err.value)
+    assert "net.ipv4.neigh.default.gc_thresh3 is 1024" in message and "No route to host" in message
+    assert "sysctl -w net.ipv4.neigh.default.gc_thresh2=8192 net.ipv4.neigh.default.gc_thresh3=16384" in message
+    limit.write_text("16384\n")
+    check_neighbours(32, limit)
+    check_neighbours(32, tmp_path / "absent")  # not Linux's procfs: nothing to check against
+
+
 def test_inotify_instances_in_use_are_counted_from_the_processes_descriptors(tmp_path):
     from podctl.sim.preflight import inotify_in_use
 

@@ -173,14 +173,22 @@ def inotify_in_use(proc: Path = Path("/proc")) -> int:
     return count
 
 
+def _kernel_limit(limit_file: Path) -> int | None:
+    """A kernel setting's value from procfs; None where there is none to read (not Linux's procfs:
+    nothing to check against)."""
+    try:
+        return int(limit_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def check_inotify(new_nodes: int, limit_file: Path = INOTIFY_LIMIT, in_use: int | None = None) -> None:
     """SimError when `new_nodes` more nodes would exhaust the host's inotify instances."""
     if new_nodes <= 0:
         return
-    try:
-        limit = int(limit_file.read_text().strip())
-    except (OSError, ValueError):
-        return  # not Linux's procfs: nothing to check against
+    limit = _kernel_limit(limit_file)
+    if limit is None:
+        return
     used = inotify_in_use() if in_use is None else in_use
     need = used + new_nodes * INOTIFY_PER_NODE
     if need > limit:
@@ -195,10 +203,9 @@ def check_inotify(new_nodes: int, limit_file: Path = INOTIFY_LIMIT, in_use: int 
 
 def check_neighbours(nodes: int, limit_file: Path = NEIGHBOUR_LIMIT) -> None:
     """SimError when a pod of `nodes` sim nodes would overflow the host's neighbour table."""
-    try:
-        limit = int(limit_file.read_text().strip())
-    except (OSError, ValueError):
-        return  # not Linux's procfs: nothing to check against
+    limit = _kernel_limit(limit_file)
+    if limit is None:
+        return
     need = neighbours_needed(nodes)
     if need > limit:
         setting = max(NEIGHBOUR_SETTING, need)

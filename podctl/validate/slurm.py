@@ -169,11 +169,16 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
 _TASKS_FAILED = re.compile(r"^srun: error: (?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62}): tasks? [0-9][0-9,-]*: .+$")
 
 
+def _task_line(line: str) -> re.Match[str] | None:
+    """srun's line on tasks that did not end well, or None."""
+    return _TASKS_FAILED.match(line.strip()[:400])
+
+
 def failed_tasks(stderr: str) -> dict[str, list[str]]:
     """Hosts srun named for tasks that exited non-zero or on a signal -> what it said of them."""
     out: dict[str, list[str]] = {}
     for line in stderr.splitlines()[-2000:]:
-        m = _TASKS_FAILED.match(line.strip()[:400])
+        m = _task_line(line)
         if m:
             out.setdefault(m.group("host"), []).append(m.group(0).removeprefix("srun: error: "))
     return out
@@ -208,8 +213,10 @@ def _srun_reason(stderr: str) -> str:
     errors = [ln for ln in lines if ln.startswith("srun: error")]
     if not errors:
         return stderr
-    tasks = [ln for ln in errors if _TASKS_FAILED.match(ln.strip()[:400])]
-    lead = [ln for ln in errors if ln not in tasks][-3:] + tasks[:1]
+    tasks, own = [], []
+    for ln in errors:
+        (tasks if _task_line(ln) else own).append(ln)
+    lead = own[-3:] + tasks[:1]
     if len(tasks) > 1:
         lead.append(f"(then {len(tasks) - 1} more srun line(s) on tasks)")
     if tasks and all(ln.rstrip().endswith(": Terminated") for ln in tasks):

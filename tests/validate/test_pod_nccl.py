@@ -82,10 +82,9 @@ def test_healthy_pod_one_all_nodes_job_then_pairs_and_everyone_passes():
     assert set(slurm.jobs[0].nodes) == set(hosts)
     assert "--collectives" in slurm.jobs[0].argv  # round 1 measures the judged figure only
     assert "--collectives" not in slurm.jobs[-1].argv  # a healthy pod ends with the full sweep, for the report
+    # The sweep takes the judged test's few repeats, not the check's defaults.
     timing = [(j.argv[j.argv.index("--warmup-iters") + 1], j.argv[j.argv.index("--repeats") + 1]) for j in slurm.jobs]
-    assert set(timing) == {
-        (str(WARMUP_ITERS), str(REPEATS))
-    }  # the sweep takes the judged test's few repeats, not the check's defaults
+    assert set(timing) == {(str(WARMUP_ITERS), str(REPEATS))}
     assert all(j.env.get("NCCL_ALGO") == "Ring" for j in slurm.jobs[1:-1])
     cert = judge("t", rows(hosts), out.records + out.verdicts)
     assert cert.certified, cert.failures

@@ -82,7 +82,7 @@ class NodeSections:
     def groups(self, profiles: dict[str, Profile], mgmt: ManagementNetwork) -> tuple[NodeGroup, ...]:
         groups: list[NodeGroup] = []
         seen_groups: dict[str, int] = {}
-        host_origin: dict[str, int] = {}
+        host_origin: dict[str, tuple[str, int]] = {}  # lower-case name -> (name, group index)
         addr_origin: dict[ipaddress.IPv4Address, tuple[PathKey, str]] = {}
         reserved = {mgmt.cidr.network_address, mgmt.cidr.broadcast_address}
         for i, g in enumerate(self.data["nodes"]):
@@ -115,15 +115,18 @@ class NodeSections:
             roles = frozenset(Role(r) for r in g["roles"])
             addresses = self.group_addresses(path, g, hosts)
             for k, host in enumerate(hosts):
-                if host in host_origin:
+                # DNS compares names without case (RFC 4343): node01 and NODE01 are one host.
+                if host.lower() in host_origin:
+                    first, at = host_origin[host.lower()]
                     self.report.error(
                         path + ("hosts",),
-                        f"host {host} is already declared in nodes[{host_origin[host]}]",
+                        f"host {host} is already declared in nodes[{at}]"
+                        + (f" as {first} (host names are not case-sensitive)" if first != host else ""),
                         "each host belongs to exactly one group",
                         code="duplicate-host",
                     )
                     continue
-                host_origin[host] = i
+                host_origin[host.lower()] = (host, i)
                 addr = addresses[k] if k < len(addresses) else None
                 if addr is None:
                     continue

@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
 import re
 import signal
@@ -247,7 +248,10 @@ class Gate:
             text, written = Path(path).read_text(), Path(path).stat().st_mtime
             mark = json.loads(text)
             services = [str(s) for s in mark["services"]]
-            until, by = min(float(mark["until"]), written + MARK_MAX_S), str(mark.get("by", ""))[:120]
+            until, by = float(mark["until"]), str(mark.get("by", ""))[:120]
+            if not math.isfinite(until):  # NaN would compare false with every time: a mark for good
+                raise ValueError(f"until is {mark['until']!r}, not a time")
+            until = min(until, written + MARK_MAX_S)
         except FileNotFoundError:
             return set()
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -456,6 +460,9 @@ def mark(expect_path: Path, services: list[str], seconds: float, by: str) -> int
         path = json.loads(expect_path.read_text()).get("maintenance")
         if not path:
             print(f"podctl-healthcheck: {expect_path} names no maintenance mark file", file=sys.stderr)
+            return 2
+        if not math.isfinite(seconds):
+            print(f"podctl-healthcheck: --for {seconds}: give the mark's seconds as a number", file=sys.stderr)
             return 2
         until = time.time() + max(0.0, min(seconds, MARK_MAX_S))
         write_atomic(Path(path), json.dumps({"services": services, "until": round(until, 1), "by": by}) + "\n")

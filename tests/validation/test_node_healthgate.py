@@ -360,6 +360,17 @@ def test_an_unreadable_mark_pauses_nothing_and_says_so(node: Node) -> None:
     assert any("maintenance mark" in e and "unreadable" in e for e in record["errors"]), record["errors"]
 
 
+@pytest.mark.parametrize("until", ["NaN", "Infinity", '"soon"', "null"])
+def test_a_mark_whose_end_is_not_a_time_pauses_nothing(node: Node, until: str) -> None:
+    # NaN compares false with every time, so a mark until NaN would never expire.
+    path = _mark(node, ["slurmd"], 0)
+    path.write_text('{"services": ["slurmd"], "until": ' + until + ', "by": "hand-written"}')
+    node.services["slurmd"] = "inactive"
+    _, record, _ = node.run()
+    assert record["findings"] == ["service slurmd is inactive"] and node.drains()
+    assert any("maintenance mark" in e and "unreadable" in e for e in record["errors"]), record["errors"]
+
+
 def test_mark_and_unmark_write_what_the_gate_reads(node: Node) -> None:
     path = node.tmp / "run" / "maintenance.json"
     node.expect["maintenance"] = str(path)
@@ -378,6 +389,8 @@ def test_mark_and_unmark_write_what_the_gate_reads(node: Node) -> None:
     _, record, _ = node.run()
     assert record["status"] == "pass" and record["parts"]["maintenance"]["by"] == "podctl deploy"
     assert gate("--unmark").returncode == 0 and not path.exists()
+    refused = gate("--mark", "slurmd", "--for", "nan")
+    assert refused.returncode == 2 and "--for nan" in refused.stderr and not path.exists()
     assert gate("--unmark").returncode == 0  # nothing to remove is fine
     _, record, _ = node.run()
     assert record["findings"] == ["service slurmd is inactive"]

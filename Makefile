@@ -51,21 +51,27 @@ demo: sim-setup
 	$(BIN)/podctl validate $(SITE)
 
 # Every test of CI's tier, in two parts side by side (.ci/test-parts): the tests on the run's one
-# sim pod (deployed once, from the installed wheel under .ci/run), in order, and beside them the
+# sim pod (deployed once, by podctl installed from its wheel), in order, and beside them the
 # tests that need no container. Each part prints its wall time; the long tier is `make test-long`.
+# The wheel's podctl: PODCTL_TEST_PODCTL when given (.ci/run builds it during setup), else
+# `make installed` builds it. Under every tier a test that cannot run here fails instead of
+# being skipped (PODCTL_TEST_ALL, tests/conftest.py).
 PYTEST_DURATIONS := --durations=0 --durations-min=5
+TEST_ENV = PODCTL_TEST_ALL=1 PODCTL_TEST_PODCTL=$${PODCTL_TEST_PODCTL:-$(INSTALLED)/bin/podctl}
 test: sim-setup consumers
-	@bash .ci/timed tests bash .ci/test-parts $(BIN)/pytest $(PYTEST_DURATIONS)
+	@[ -n "$$PODCTL_TEST_PODCTL" ] || $(MAKE) --no-print-directory installed
+	@$(TEST_ENV) bash .ci/timed tests bash .ci/test-parts $(BIN)/pytest $(PYTEST_DURATIONS)
 
 # What CI cannot afford: every role's Molecule scenario, certification three times in a row, the
 # collection deploying without the CLI, a node killed mid-deploy (docs/testing.md lists them).
 # Run it before handing in a change to what only it covers.
 test-long: sim-setup consumers
-	@bash .ci/timed long $(BIN)/pytest -m long $(PYTEST_DURATIONS)
+	@[ -n "$$PODCTL_TEST_PODCTL" ] || $(MAKE) --no-print-directory installed
+	@$(TEST_ENV) bash .ci/timed long $(BIN)/pytest -m long $(PYTEST_DURATIONS)
 
 # Everything that needs no containers.
 test-fast: setup consumers
-	$(BIN)/pytest -m 'not sim and not long' -n 2
+	PODCTL_TEST_ALL=1 $(BIN)/pytest -m 'not sim and not long' -n 2
 
 # podctl as users install it: the wheel (podctl, its Ansible collection, the validation
 # package), in a virtualenv of its own outside the checkout. .ci/run deploys and validates the

@@ -16,6 +16,7 @@ killed mid-run.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -66,6 +67,20 @@ def test_first_deploy(deploy_pod: DeployPod) -> None:
     assert list((run_dir / "artifacts" / "deploy" / "job_events").glob("*.json"))
     assert (run_dir / "artifacts" / "deploy" / "stdout").stat().st_size > 0
     assert "PRIVATE KEY" not in "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    # The Makefile's tiers deploy with podctl installed from its wheel (PODCTL_TEST_PODCTL):
+    # the modules that ran are the installed ones, not this checkout's.
+    installed = os.environ.get("PODCTL_TEST_PODCTL")
+    if os.environ.get("PODCTL_TEST_ALL"):
+        assert installed, "PODCTL_TEST_PODCTL is unset under the Makefile's tiers"
+    if installed:
+        where = subprocess.run(
+            [str(Path(installed).parent / "python"), "-c", "import podctl; print(podctl.__file__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd="/",
+        ).stdout.strip()
+        assert REPO not in Path(where).resolve().parents, f"the deploy's podctl is the checkout's: {where}"
 
 
 def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deploy_pod: DeployPod) -> None:

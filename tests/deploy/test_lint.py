@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from podctl.assets import collection_dir, collections_path
+from tests.conftest import cannot_run_here
 
 pytestmark = [pytest.mark.deploy, pytest.mark.ansible]
 
@@ -21,7 +22,7 @@ BIN = Path(sys.executable).parent
 def _tool(name: str) -> str:
     found = shutil.which(name, path=str(BIN)) or shutil.which(name)
     if not found:
-        pytest.skip(f"{name} is not installed")
+        cannot_run_here(f"{name} is not installed")
     return found
 
 

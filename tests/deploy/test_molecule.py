@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from podctl.assets import roles_dir
+from tests.conftest import cannot_run_here
 
 pytestmark = [pytest.mark.molecule, pytest.mark.sim]
 
@@ -26,7 +27,7 @@ ROLES = sorted(p.parents[2].name for p in roles_dir().glob("*/molecule/default/m
 @pytest.fixture(scope="module")
 def sim_image() -> str:
     if os.geteuid() != 0 or shutil.which("podman") is None:
-        pytest.skip("Molecule's podman driver needs root and podman here")
+        cannot_run_here("Molecule's podman driver needs root and podman here")
     proc = subprocess.run(
         [sys.executable, "-m", "podctl.cli", "sim", "image"], capture_output=True, text=True, timeout=900, check=False
     )

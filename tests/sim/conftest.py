@@ -22,6 +22,7 @@ from podctl.sim.errors import SimError
 from podctl.sim.health import ssh_base
 from podctl.sim.podman import Podman, pod_filter
 from podctl.sim.preflight import preflight
+from tests.conftest import cannot_run_here
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
@@ -69,7 +70,7 @@ def sim_podman() -> Podman:
         tools = preflight("up")
         preflight("fault")
     except SimError as exc:
-        pytest.skip(f"the sim cannot run here: {exc}")
+        cannot_run_here(f"the sim cannot run here: {exc}")
     return Podman(tools.podman, tools.runc)
 
 

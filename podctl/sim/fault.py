@@ -260,6 +260,14 @@ def _undo_mounts(pid: int, node: str, recorded: dict[str, object]) -> list[str]:
     return undone
 
 
+def _shaped(pid: int, ifaces: Interfaces) -> list[str]:
+    """The node's interfaces (inside, and the host's end of its pair) that a tbf still shapes."""
+    shows = [(ifaces.inside, in_netns(pid, ["tc", "qdisc", "show", "dev", ifaces.inside]))]
+    if ifaces.host_peer:
+        shows.append((ifaces.host_peer, ["tc", "qdisc", "show", "dev", ifaces.host_peer]))
+    return [dev for dev, cmd in shows if " tbf " in _run(cmd, f"reading the qdisc of {dev}").stdout]
+
+
 def clear(podman: Podman, pod: str, container: ContainerInfo, timeout_s: float = 60) -> list[str]:
     """Undo every recorded fault on the node; returns what was undone."""
     faults = state.read_faults(pod)
@@ -281,10 +289,14 @@ def clear(podman: Podman, pod: str, container: ContainerInfo, timeout_s: float =
     else:
         pid = podman.container_pid(container.name)
         ifaces = node_interfaces(pid, container.labels.get(LABEL_ADDRESS, ""))
-        # Always removed, recorded or not: clearing means "no shaping".
+        # Always removed, recorded or not: clearing means "no shaping". `tc qdisc del` fails on an
+        # interface without a qdisc of ours, so what counts is what is left afterwards.
         inside = _run(in_netns(pid, tc_clear_command(ifaces.inside)), "", check=False)
         if ifaces.host_peer:
             _run(tc_clear_command(ifaces.host_peer), "", check=False)
+        left = _shaped(pid, ifaces)
+        if left:
+            raise SimError(f"{container.node}: the rate limit is still on {', '.join(left)} after `tc qdisc del`")
         if inside.returncode == 0:
             undone.append("removed the rate limit")
         undone += _undo_mounts(pid, container.node, recorded)

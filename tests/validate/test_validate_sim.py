@@ -157,6 +157,7 @@ def test_a_throttled_node_is_named_by_fault_localization_and_drained(pod: Pod) -
     # 100 Mb/s each slow round took twice as long, for no more evidence.)
     podctl("sim", "fault", "--pod", POD, "node02", "--rate", "200mbit")
     try:
+        assert " tbf " in pod.sh("node02", "tc qdisc show").stdout  # the probe below sees a rate limit
         rc, data, _ = pod.validate("throttled", "--suite", "nccl", "--drain")
         assert rc == 1 and failing(data) == {"node02"}, data["failures"]
         assert any("named by fault localization" in r for r in data["failures"]["node02"])
@@ -170,6 +171,8 @@ def test_a_throttled_node_is_named_by_fault_localization_and_drained(pod: Pod) -
         podctl("sim", "fault", "--pod", POD, "node02", "--clear")
         pod.sh("head01", "scontrol update NodeName=node02 State=RESUME")
         pod.wait_idle()
+    # Cleared, and proven cleared: no rate limit left on node02 (and wait_idle: it is back in service).
+    assert " tbf " not in pod.sh("node02", "tc qdisc show").stdout
 
 
 def test_cabling_findings_join_the_pod_certification(pod: Pod) -> None:

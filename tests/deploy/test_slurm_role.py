@@ -52,7 +52,7 @@ def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
     dbd = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "accounting.yml").read_text())}
     service = dbd["Accounting | slurmdbd is enabled and running on its current configuration"]
     assert "restarted" in service["ansible.builtin.systemd_service"]["state"]
-    assert handlers["podctl_slurm | munge key changed"]["ansible.builtin.systemd_service"]["name"] == "munge"
+    assert "systemctl restart munge" in handlers["podctl_slurm | munge key changed"]["ansible.builtin.shell"]["cmd"]
     # A file only slurmd reads restarts slurmd alone, rolling: a batch at a time, under the gate's mark.
     roll = handlers["podctl_slurm | slurmd config changed"]
     assert roll["throttle"] == "{{ podctl_slurm_restart_batch | int }}"
@@ -64,6 +64,68 @@ def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
                    if "podctl_slurm | daemon settings changed" in h["listen"]]  # fmt: skip
     assert restart_all == ["Restart slurmctld", roll["name"]]
     assert ordered.index("Restart slurmctld") < ordered.index(roll["name"]) < ordered.index("Reconfigure slurm")
+
+
+# Ansible's templating, in a process of its own: importing it patches the interpreter (sys.intern),
+# which breaks torch in later tests of the same worker.
+_RENDER = """
+import json, sys
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+job = json.load(sys.stdin)
+print(Templar(loader=DataLoader(), variables=job["variables"]).template(trust_as_template(job["text"])), end="")
+"""
+
+
+def _handler_script(name: str, variables: dict[str, object]) -> str:
+    """A shell handler's script as Ansible renders it for a host with these variables."""
+    handler = next(h for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text()) if h["name"] == name)
+    job = json.dumps({"text": handler["ansible.builtin.shell"]["cmd"], "variables": variables})
+    return subprocess.run([sys.executable, "-c", _RENDER], input=job, capture_output=True, text=True, check=True).stdout
+
+
+MARK = "gate --mark munge --for 120 --by podctl deploy: munge restart"
+RESTART = ["systemctl restart munge", "systemctl is-active --quiet munge"]
+
+
+@pytest.mark.parametrize(
+    ("gate", "munge_comes_back", "calls", "rc"),
+    [
+        ("installed", True, [MARK, *RESTART, "gate --unmark"], 0),
+        # A first deploy restarts munge before the gate is installed; a head node has no gate.
+        ("absent", True, RESTART, 0),
+        ("none on this node", True, RESTART, 0),
+        # An older gate without --mark: munge restarts all the same, and nothing is unmarked.
+        ("cannot mark", True, [MARK, *RESTART], 0),
+        # munge not back: the deploy fails on the node and the mark stays until it expires.
+        ("installed", False, [MARK, *RESTART], 1),
+    ],
+)
+def test_a_munge_restart_pauses_the_gate_for_munge_alone_while_it_runs(
+    tmp_path: Path, gate: str, munge_comes_back: bool, calls: list[str], rc: int
+) -> None:
+    log, bin_dir, program = tmp_path / "calls", tmp_path / "bin", tmp_path / "podctl-healthcheck"
+    bin_dir.mkdir()
+    fakes = {
+        bin_dir
+        / "systemctl": f'echo "systemctl $*" >> {log}\n[ "$1" = is-active ] && exit {0 if munge_comes_back else 3}',
+        program: f'echo "gate $*" >> {log}\n[ "$1" = --mark ] && exit {2 if gate == "cannot mark" else 0}',
+    }
+    for path, body in fakes.items():
+        if path != program or gate not in ("absent", "none on this node"):
+            path.write_text(f"#!/bin/sh\n{body}\nexit 0\n")
+            path.chmod(0o755)
+    script = _handler_script(
+        "Restart munge, the node's health gate paused for munge meanwhile",
+        {
+            "podctl_slurm_health_check": {"program": str(program)},
+            "_podctl_slurm_health_gate": gate != "none on this node",
+        },
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert (proc.returncode != 0) == bool(rc), proc.stderr
+    assert (log.read_text().splitlines() if log.exists() else []) == calls
 
 
 def test_every_task_touching_a_secret_is_no_log() -> None:

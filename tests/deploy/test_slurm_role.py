@@ -73,14 +73,19 @@ import json, sys
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 job = json.load(sys.stdin)
-print(Templar(loader=DataLoader(), variables=job["variables"]).template(trust_as_template(job["text"])), end="")
+variables = {**{k: trust_as_template(v) for k, v in job["role_vars"].items()}, **job["variables"]}
+print(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(job["text"])), end="")
 """
 
 
 def _handler_script(name: str, variables: dict[str, object]) -> str:
-    """A shell handler's script as Ansible renders it for a host with these variables."""
+    """A shell handler's script as Ansible renders it for a host with these variables (and the
+    role's own derived ones, vars/main.yml)."""
     handler = next(h for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text()) if h["name"] == name)
-    job = json.dumps({"text": handler["ansible.builtin.shell"]["cmd"], "variables": variables})
+    role_vars = {
+        k: v for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items() if isinstance(v, str)
+    }
+    job = json.dumps({"text": handler["ansible.builtin.shell"]["cmd"], "role_vars": role_vars, "variables": variables})
     return subprocess.run([sys.executable, "-c", _RENDER], input=job, capture_output=True, text=True, check=True).stdout
 
 
@@ -118,8 +123,9 @@ def test_a_munge_restart_pauses_the_gate_for_munge_alone_while_it_runs(
     script = _handler_script(
         "Restart munge, the node's health gate paused for munge meanwhile",
         {
+            "_podctl_slurm_is_compute": gate != "none on this node",
             "podctl_slurm_health_check": {"program": str(program)},
-            "_podctl_slurm_health_gate": gate != "none on this node",
+            "podctl_slurm_health_expect": {},
         },
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

@@ -23,8 +23,10 @@ from pathlib import Path
 
 from tests.conftest import REPO, SIM_SITE
 
-SIM_POD = "simcert"
-SIM_SUBNET_PREFIX = "10.89.12."
+# The shared pod's name and /24: PODCTL_TEST_SIM_POD and PODCTL_TEST_SIM_SUBNET (e.g. "10.89.40.")
+# let a second checkout run its own pod on the same machine beside this one.
+SIM_POD = os.environ.get("PODCTL_TEST_SIM_POD", "simcert")
+SIM_SUBNET_PREFIX = os.environ.get("PODCTL_TEST_SIM_SUBNET", "10.89.12.")
 
 # systemd's D-Bus services that start when a tool asks them something and exit after about 30 s
 # idle (`hostnamectl`, which Ansible's hostname module runs on every deploy, starts

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/python3 -I
 """The node health gate Slurm runs between jobs: fast checks against what this node is
 supposed to be, a drain with the reason when it is not, and a record for Prometheus.
 
@@ -16,6 +16,16 @@ credential that round-trips, and, through validation.health run by the validatio
 tools' Python, the GPUs (count, model, memory, ECC, row remapping, NVLinks, PCIe width,
 throttle reasons, new XID events) and the HCA ports (state and rate).
 
+Root runs only root's code. The gate runs as root; it starts that check through
+podctl-validation-exec (validation/trusted_exec.py, installed beside it), which refuses an
+interpreter, virtualenv or module path that anyone but root could have written, and otherwise
+runs Python isolated (-I) from /. A refusal is recorded ("refused", the metric
+podctl_health_refused and its alert), never a drain. Every command the gate starts runs from /.
+
+Memory and disk pressure are what jobs cause: on a node Slurm has allocated to a job they are
+warnings (the record's "warnings", the metric podctl_health_warnings and its alert), never a
+drain; on a node with no job they are faults like any other.
+
 A unit found activating, deactivating or reloading is asked again every half second for a
 short while (transient_wait_s, 5 s) before it counts: a restart passes through those states.
 A maintenance mark (the file the expectations name under "maintenance", written with --mark
@@ -24,7 +34,7 @@ the node back) pauses the gate for the units it lists and nothing else: any othe
 still drains. A mark expires at its own time, and never lasts more than an hour after it was
 written, so a deploy that crashed cannot blind the gate.
 
-Outcomes: "pass"; "fail" (a finding: in --drain mode the node is drained in Slurm with
+Outcomes: "pass" (warnings or not); "fail" (a finding: in --drain mode the node is drained in Slurm with
 the reason `podctl: <first finding>`, unless a person drained it already); "error" (the
 gate could not judge: the node check timed out, crashed, or said nothing readable; the
 expectations file is unreadable). An error never drains: it is reported instead, in the
@@ -75,6 +85,10 @@ TRANSIENT_WAIT_S = 5.0
 TRANSIENT_POLL_S = 0.5
 # A maintenance mark never pauses the gate for longer than this, whatever it says.
 MARK_MAX_S = 3600
+# podctl-validation-exec's exit status when it refuses to run code another user could have written.
+REFUSED_EXIT = 77
+# Slurm node states in which a job holds the node (scontrol's State, before any +FLAG).
+ALLOCATED_STATES = ("ALLOCATED", "MIXED", "COMPLETING")
 
 
 class Gate:
@@ -85,6 +99,10 @@ class Gate:
         self.deadline = deadline
         self.findings: list[str] = []
         self.errors: list[str] = []  # why the gate could not judge (never drains)
+        # Memory and disk pressure: findings on an idle node, warnings on one a job holds (see main).
+        self.pressure: list[str] = []
+        self.warnings: list[str] = []
+        self.refused: str | None = None  # podctl-validation-exec refused the node check's code
         self.parts: dict[str, Any] = {}
         self.failed_mounts: set[str] = set()
 
@@ -104,6 +122,7 @@ class Gate:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                cwd="/",  # never the caller's folder (slurmd's is the slurm account's log folder)
             )
         except OSError as exc:
             return 127, "", str(exc)
@@ -173,7 +192,7 @@ class Gate:
             free = int(match.group(1)) * int(match.group(2)) / GIB
             part.append({"path": path, "free_gib": round(free, 3), "min_free_gib": minimum})
             if free < minimum:
-                self.findings.append(f"{path} has {free:.2f} GiB free, below {minimum:g} GiB")
+                self.pressure.append(f"{path} has {free:.2f} GiB free, below {minimum:g} GiB")
         self.parts["free_space"] = part
 
     def memory(self, meminfo: str) -> None:
@@ -185,7 +204,7 @@ class Gate:
         available = int(match.group(1)) * 1024 / GIB
         self.parts["memory"] = {"available_gib": round(available, 2), "min_free_gib": minimum}
         if available < minimum:
-            self.findings.append(f"{available:.1f} GiB of memory available, below {minimum:g} GiB")
+            self.pressure.append(f"{available:.1f} GiB of memory available, below {minimum:g} GiB")
 
     def service_states(self, names: list[str]) -> dict[str, str] | None:
         """`systemctl is-active` of each unit, or None (recorded as an error) when it does not say."""
@@ -283,16 +302,23 @@ class Gate:
             self.findings.append(f"munge credential does not round-trip: {err.strip()[:80]}")
 
     def node_check(self) -> None:
-        """validation.health for the GPUs and HCAs, with the validation tools' Python."""
+        """validation.health for the GPUs and HCAs, with the validation tools' Python, started
+        through podctl-validation-exec (the expectations' launcher), which runs it only if root
+        alone could have written it."""
         check = self.expect.get("node_check")
         if not check:
             return
-        python, argv = check["python"], list(check["argv"])
+        launcher, python, argv = check["launcher"], check["python"], list(check["argv"])
         hung = self.under_failed_mount(python)
         if hung:
             self.errors.append(f"GPU/HCA checks not run: the validation tools lie on {hung}")
             return
-        code, out, err = self.run([python, *argv], self.left())
+        code, out, err = self.run([launcher, python, *argv], self.left())
+        if code == REFUSED_EXIT:
+            self.refused = (err.strip().splitlines() or ["(no reason given)"])[-1][:300]
+            self.errors.append(f"GPU/HCA checks not run: {self.refused}")
+            self.parts["node_check"] = {"status": "refused", "exit": code}
+            return
         if code is None:
             self.errors.append("GPU/HCA checks did not finish before the gate's time limit")
             return
@@ -358,7 +384,9 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        os.chmod(tmp, mode)
+            # By descriptor: the textfile folder belongs to the prometheus account, which could
+            # swap the name for a link between a write and a chmod by path.
+            os.fchmod(handle.fileno(), mode)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -385,6 +413,12 @@ def metrics(record: dict[str, Any]) -> str:
         "# HELP podctl_health_findings Faults the last health check found.",
         "# TYPE podctl_health_findings gauge",
         f"podctl_health_findings {len(record['findings'])}",
+        "# HELP podctl_health_refused 1 when the check refused to run code that a user other than root could have written.",
+        "# TYPE podctl_health_refused gauge",
+        f"podctl_health_refused {1 if record.get('refused') else 0}",
+        "# HELP podctl_health_warnings Memory or disk pressure on a node a job holds: an alert, never a drain.",
+        "# TYPE podctl_health_warnings gauge",
+        f"podctl_health_warnings {len(record.get('warnings', []))}",
         "# HELP podctl_health_drain_failed 1 when the node failed but could not drain itself in Slurm.",
         "# TYPE podctl_health_drain_failed gauge",
         f"podctl_health_drain_failed {1 if record.get('drain_error') else 0}",
@@ -398,10 +432,38 @@ def metrics(record: dict[str, Any]) -> str:
         "# TYPE podctl_health_finding gauge",
     ]
     lines += [f'podctl_health_finding{{finding="{_label(f)}"}} 1' for f in record["findings"][:5]]
+    lines += [
+        "# HELP podctl_health_warning The first warnings of the last health check, one series each.",
+        "# TYPE podctl_health_warning gauge",
+    ]
+    lines += [f'podctl_health_warning{{warning="{_label(w)}"}} 1' for w in record.get("warnings", [])[:5]]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------- Slurm
+
+
+def allocated(gate: Gate, node: str) -> bool | None:
+    """Whether a job holds the node (None: scontrol cannot say)."""
+    current = node_state(gate, node)
+    if current is None:
+        return None
+    return current[0].split("+")[0] in ALLOCATED_STATES
+
+
+def judge_pressure(gate: Gate, node: str) -> None:
+    """Memory or disk pressure is what a job does: a warning while a job holds the node, a finding
+    on a node with none (or when Slurm cannot say: the gate errs towards the pod's health)."""
+    if not gate.pressure:
+        return
+    held = allocated(gate, node)
+    if held:
+        gate.warnings += gate.pressure
+        gate.parts["pressure"] = "a job holds the node: warnings, not a drain"
+    else:
+        gate.findings += gate.pressure
+        if held is None:
+            gate.parts["pressure"] = "Slurm cannot say whether a job holds the node: counted as faults"
 
 
 def node_state(gate: Gate, node: str) -> tuple[str, str] | None:
@@ -510,8 +572,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         expect = json.loads(args.expect.read_text())
         gate = check(expect, started)
-        record.update(status=outcome(gate), findings=gate.findings, errors=gate.errors, parts=gate.parts)
         node = expect.get("node") or record["host"]
+        judge_pressure(gate, node)
+        record.update(status=outcome(gate), findings=gate.findings, errors=gate.errors, parts=gate.parts)
+        record.update(warnings=gate.warnings, refused=gate.refused)
         record["node"] = node
         if record["status"] == "fail" and expect.get("drain", True) and not args.no_drain:
             record["drain"], record["drain_error"] = drain(gate, node, reason_of(gate.findings))

@@ -11,11 +11,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.validation.rootowned import NOBODY, Tools, tools_tree
 
 GATE = REPO / "validation" / "healthgate.py"
 
@@ -45,13 +47,17 @@ class Node:
         self.node_state = "State=IDLE"
         self.tool("munge", "echo CRED")
         self.tool("unmunge", "cat >/dev/null; echo STATUS: Success")
+        # A stand-in for podctl-validation-exec that vets nothing (the real one: tests below and
+        # tests/validation/test_trusted_exec.py).
+        self.tool("launcher", 'exec "$@"')
+        self.launcher = str(self.bin / "launcher")
 
     def tool(self, name: str, body: str) -> None:
         path = self.bin / name
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(0o755)
 
-    def start(self, *args: str, name: str = "podctl-healthcheck") -> subprocess.Popen:
+    def start(self, *args: str, name: str = "podctl-healthcheck", cwd: Path | None = None) -> subprocess.Popen:
         # Each unit's states, one per `systemctl is-active` call; the last one stays.
         units = self.tmp / "units"
         units.mkdir(exist_ok=True)
@@ -87,10 +93,11 @@ class Node:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            cwd=cwd,
         )
 
-    def run(self, *args: str, name: str = "podctl-healthcheck") -> tuple[int, dict, str]:
-        proc = self.start(*args, name=name)
+    def run(self, *args: str, name: str = "podctl-healthcheck", cwd: Path | None = None) -> tuple[int, dict, str]:
+        proc = self.start(*args, name=name, cwd=cwd)
         out, err = proc.communicate(timeout=60)
         record = json.loads((self.state / "last.json").read_text())
         return proc.returncode, record, out + err
@@ -190,7 +197,11 @@ def test_a_node_that_cannot_drain_itself_says_so(node: Node) -> None:
 )
 def test_the_node_checks_own_failure_never_drains(node: Node, check_body: str, why: str) -> None:
     node.tool("fake-python", check_body)
-    node.expect["node_check"] = {"python": str(node.bin / "fake-python"), "argv": ["-m", "validation.health"]}
+    node.expect["node_check"] = {
+        "launcher": node.launcher,
+        "python": str(node.bin / "fake-python"),
+        "argv": ["-m", "validation.health"],
+    }
     node.expect["timeout_s"] = 3
     code, record, _ = node.run("--prolog")
     assert code == 0 and record["status"] == "error" and node.drains() == []
@@ -210,7 +221,7 @@ def test_a_slow_run_that_started_first_never_replaces_a_newer_runs_record(node: 
         f"if [ -e {slow} ]; then touch {started}; sleep 3; echo '{json.dumps(stale)}'; exit 1; fi\n"
         'echo \'{"status": "pass", "findings": []}\'',
     )
-    node.expect["node_check"] = {"python": str(node.bin / "fake-python"), "argv": []}
+    node.expect["node_check"] = {"launcher": node.launcher, "python": str(node.bin / "fake-python"), "argv": []}
     slow.touch()
     first = node.start("--no-drain")
     deadline = time.monotonic() + 20
@@ -235,7 +246,7 @@ def test_gpu_findings_of_the_node_check_drain(node: Node) -> None:
         ],
     }
     node.tool("fake-python", f"echo '{json.dumps(envelope)}'; exit 1")
-    node.expect["node_check"] = {"python": str(node.bin / "fake-python"), "argv": []}
+    node.expect["node_check"] = {"launcher": node.launcher, "python": str(node.bin / "fake-python"), "argv": []}
     _, record, _ = node.run()
     assert record["findings"] == ["gpu3: row remapping pending: the GPU needs a reset"]
     assert node.drains() == [
@@ -422,3 +433,80 @@ def test_the_unit_that_runs_the_gate_may_be_starting_but_no_other_may_stay_so(no
     node.services["munge"] = "active"
     _, record, _ = node.run()
     assert record["findings"] == ["service slurmd is still activating after 1 s"], record
+
+
+# -- root runs only root's code: the node check through the real launcher ----------------------
+
+# A check in the tools' package that reports where it ran from; a module of the same name planted
+# in the gate's working folder writes a canary instead.
+GATE_PROBE = (
+    "import json, os\n"
+    "print(json.dumps({'status': 'pass', 'findings': [], 'details': {'file': __file__, 'cwd': os.getcwd()}}))\n"
+)
+
+
+@pytest.fixture
+def tools() -> Iterator[Tools]:
+    with tools_tree() as t:
+        (t.package / "gateprobe.py").write_text(GATE_PROBE)
+        os.chmod(t.package / "gateprobe.py", 0o644)
+        yield t
+
+
+def _through_the_launcher(node: Node, tools: Tools) -> None:
+    node.expect["node_check"] = {
+        "launcher": str(tools.launcher),
+        "python": str(tools.python),
+        "argv": ["-m", "validation.gateprobe"],
+    }
+
+
+def test_a_module_planted_in_the_gates_working_folder_never_runs(node: Node, tools: Tools) -> None:
+    # slurmd starts the gate in its log folder, which the slurm account owns.
+    slurm_log = node.tmp / "var-log-slurm"
+    (slurm_log / "validation").mkdir(parents=True)
+    canary = node.tmp / "ran-as-root"
+    (slurm_log / "validation" / "__init__.py").write_text("")
+    (slurm_log / "validation" / "gateprobe.py").write_text(f"open({str(canary)!r}, 'w')\n")
+    _through_the_launcher(node, tools)
+    code, record, _ = node.run(cwd=slurm_log)
+    assert code == 0 and record["status"] == "pass", record
+    assert record["parts"]["node_check"] == {"status": "pass", "exit": 0}
+    assert not canary.exists()
+
+
+def test_a_tools_folder_another_user_can_write_is_refused_alerted_and_never_drained(node: Node, tools: Tools) -> None:
+    canary = node.tmp / "ran-as-root"
+    planted = tools.package / "gateprobe.py"
+    planted.write_text(f"open({str(canary)!r}, 'w')\n")
+    os.chown(planted, NOBODY, NOBODY)  # what a user on a writable share, or NFS squashing, leaves
+    _through_the_launcher(node, tools)
+    for mode in ("podctl-healthcheck", "podctl-healthcheck-prolog"):
+        code, record, _ = node.run(name=mode)
+        assert code == 0 and record["status"] == "error", record  # a prolog that refuses requeues nothing
+        assert "owned by uid 65534, not root" in record["refused"]
+        assert record["parts"]["node_check"]["status"] == "refused"
+        assert node.drains() == [] and not canary.exists()
+    prom = (node.textfile / "podctl_health.prom").read_text()
+    assert "podctl_health_refused 1\n" in prom and "podctl_health_check_error 1\n" in prom
+
+
+# -- memory and disk pressure: what jobs do ---------------------------------------------------
+
+
+def test_pressure_on_a_node_a_job_holds_is_a_warning_and_on_an_idle_node_a_fault(node: Node) -> None:
+    node.expect["min_free_memory_gib"] = 10**6
+    node.expect["free_space"] = [{"path": str(node.tmp), "min_free_gib": 10**9}]
+    node.node_state = "State=MIXED"
+    code, record, _ = node.run()
+    assert code == 0 and record["status"] == "pass" and node.drains() == [], record
+    assert [w.split()[-1] for w in record["warnings"]] == ["GiB", "GiB"] and record["findings"] == []
+    prom = (node.textfile / "podctl_health.prom").read_text()
+    assert "podctl_health_warnings 2\n" in prom and "podctl_health_ok 1\n" in prom
+    node.node_state = "State=ALLOCATED+DRAIN"  # a job's node that a person drains keeps its warnings too
+    _, record, _ = node.run("--prolog")
+    assert record["status"] == "pass" and node.drains() == []
+    node.node_state = "State=IDLE"
+    code, record, _ = node.run()
+    assert record["status"] == "fail" and record["warnings"] == [] and len(record["findings"]) == 2
+    assert node.drains()[0].startswith("update NodeName=node02 State=DRAIN Reason=podctl: ")

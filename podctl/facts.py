@@ -222,7 +222,7 @@ class Facts:
             out["validation-tools"].append(
                 {
                     "what": f"validation checks + {', '.join(tools.packages) or 'no packages'} in {tools.path}/venv "
-                    f"({'shared, installed once' if tools.shared else 'on each node'}; {source})",
+                    f"(on each node, owned by root; {source})",
                     "where": fold_hostlist(compute),
                 }
             )

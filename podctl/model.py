@@ -275,24 +275,26 @@ class Exclusion:
     reason: str
 
 
-# Default folder of the validation tools on a node's local disk, when no
-# storage mount reaches every compute node.
+# Default folder of the validation tools, on each compute node's local disk. Root runs them (the
+# health gate, validate's node suites, its Slurm jobs): they are never installed where another user
+# could write (shared storage, /tmp), see podctl.sitefile.services.
 VALIDATION_TOOLS_LOCAL_PATH = "/opt/podctl-validation"
-# The folder name under a shared mount.
-VALIDATION_TOOLS_DIRNAME = "podctl-validation"
+# The program every root-run check goes through (validation/trusted_exec.py, installed by the
+# validation-tools stage): it refuses an interpreter, module or program another user could have
+# written, and runs Python isolated from /.
+VALIDATION_EXEC = "/usr/local/sbin/podctl-validation-exec"
 
 
 @dataclass(frozen=True)
 class ValidationTools:
     """Where and from what the validation-tools stage installs the node-side code.
 
-    Layout on the nodes: `{path}/venv` (the virtualenv), `{path}/src/validation/`
-    (the repository's validation package, on sys.path through a .pth file in the
-    venv), `{path}/wheels/` (the copied wheel folder, when `wheels` is set).
+    Layout on each compute node's local disk, owned by root: `{path}/venv` (the virtualenv),
+    `{path}/src/validation/` (the repository's validation package, on sys.path through a .pth
+    file in the venv), `{path}/wheels/` (the copied wheel folder, when `wheels` is set).
     """
 
     path: str
-    shared: bool  # `path` lies on storage every compute node mounts: installed once
     wheels: Path | None  # a folder on the controller
     index_url: str | None
     packages: tuple[str, ...]
@@ -300,6 +302,16 @@ class ValidationTools:
     @property
     def python(self) -> str:
         return f"{self.path}/venv/bin/python"
+
+    def argv(self, module: str, *args: str) -> list[str]:
+        """How root runs `python -m module args` on a node: through VALIDATION_EXEC."""
+        return [VALIDATION_EXEC, self.python, "-m", module, *args]
+
+
+def program_argv(program: str, *args: str) -> list[str]:
+    """How root runs a program of the site's (an nccl-tests binary) on a node: through
+    VALIDATION_EXEC, which refuses it unless root alone could have written it."""
+    return [VALIDATION_EXEC, "--program", program, *args]
 
 
 @dataclass(frozen=True)
@@ -353,11 +365,3 @@ class Site:
 def mounts_shared_by(storage: tuple[StorageMount, ...], hosts: list[str] | tuple[str, ...]) -> list[StorageMount]:
     """The storage every one of `hosts` mounts (none for no hosts), in site order."""
     return [m for m in storage if hosts and set(hosts) <= set(m.clients)]
-
-
-def validation_python(site: Site) -> str:
-    """The interpreter of the validation tools on the compute nodes: `{path}/venv/bin/python`.
-
-    Run a check with it from any folder: `<it> -m validation.health ...`.
-    """
-    return site.validation.tools.python

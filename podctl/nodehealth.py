@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .model import IB_RATES_GBPS, Profile, Role, Site
+from .model import IB_RATES_GBPS, VALIDATION_EXEC, Profile, Role, Site
 
 # Where the slurm role installs the gate and its inputs on every compute node, and where the
 # gate writes; the monitoring role points node exporter's textfile collector at TEXTFILE_DIR.
@@ -91,6 +91,7 @@ def gate_expectations(site: Site, host: str) -> dict[str, object] | None:
         "transient_wait_s": GATE_TRANSIENT_WAIT_S,
         "maintenance": GATE_MAINTENANCE,
         "node_check": {
+            "launcher": VALIDATION_EXEC,
             "python": site.validation.tools.python,
             "argv": [
                 "-m",

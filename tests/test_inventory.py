@@ -140,8 +140,8 @@ def test_ansible_inventory_accepts_it(tmp_path: Path) -> None:
 def test_validation_tools_vars() -> None:
     site_vars = yaml.safe_load(render(load_site(SIM_SITE))["group_vars/all/podctl.yml"])
     assert site_vars["podctl_validation_tools"] == {
-        "path": "/home/shared/podctl-validation",
-        "shared": True,
+        "path": "/opt/podctl-validation",
+        "exec": "/usr/local/sbin/podctl-validation-exec",
         "index_url": None,
         "packages": ["torch", "numpy"],
         "wheels": str(REPO / ".cache" / "validation-wheels"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from podctl.errors import Severity, SiteError
-from podctl.model import Site, validation_python
+from podctl.model import VALIDATION_EXEC, Site
 from podctl.site import check_site_file, check_site_text, load_site
 
 from .conftest import DATA, REPO, SIM_SITE
@@ -134,40 +134,55 @@ def _tools_site(tmp_path: Path, tools: str, replace: tuple[str, str] = ("", ""))
     return load_site(path)
 
 
-def test_validation_tools_defaults(tmp_path: Path) -> None:
+def test_validation_tools_defaults() -> None:
+    # Root runs them: on each compute node's local disk, whatever storage the nodes share.
     sim = load_site(SIM_SITE).validation.tools
-    # /home/shared is the first mount every compute node has: one install for all of them.
-    assert (sim.path, sim.shared, sim.packages) == ("/home/shared/podctl-validation", True, ("torch", "numpy"))
+    assert (sim.path, sim.packages) == ("/opt/podctl-validation", ("torch", "numpy"))
     assert sim.wheels == REPO / ".cache" / "validation-wheels"
-    assert validation_python(load_site(SIM_SITE)) == "/home/shared/podctl-validation/venv/bin/python"
+    assert sim.python == "/opt/podctl-validation/venv/bin/python"
+    assert sim.argv("validation.health", "--x") == [
+        VALIDATION_EXEC,
+        "/opt/podctl-validation/venv/bin/python",
+        "-m",
+        "validation.health",
+        "--x",
+    ]
     gpu = load_site(DATA / "valid-custom-profile.yaml").validation.tools
-    assert (gpu.path, gpu.shared, gpu.packages) == (
-        "/lustre/scratch/podctl-validation",
-        True,
-        ("torch", "numpy", "nvidia-ml-py"),
-    )
+    assert (gpu.path, gpu.packages) == ("/opt/podctl-validation", ("torch", "numpy", "nvidia-ml-py"))
     assert gpu.wheels is None and gpu.index_url is None
-    # Storage only some compute nodes mount is not shared: each node installs on its own disk.
-    local = _tools_site(
-        tmp_path,
-        "",
-        ("    options: [rw, hard, vers=4.2]\n", "    options: [rw, hard, vers=4.2]\n    clients: head01,node[01-02]\n"),
-    )
-    assert (local.validation.tools.path, local.validation.tools.shared) == ("/opt/podctl-validation", False)
 
 
 def test_validation_tools_explicit(tmp_path: Path) -> None:
     site = _tools_site(
-        tmp_path, "  tools:\n    path: /scratch/tools/\n    wheels: ../wheels\n    packages: [torch==2.13.0]\n"
+        tmp_path, "  tools:\n    path: /opt/tools/\n    wheels: ../wheels\n    packages: [torch==2.13.0]\n"
     )
     tools = site.validation.tools
-    assert (tools.path, tools.shared, tools.packages) == ("/scratch/tools", True, ("torch==2.13.0",))
+    assert (tools.path, tools.packages) == ("/opt/tools", ("torch==2.13.0",))
     assert tools.wheels == tmp_path / "wheels"  # relative to the site file's folder
-    assert tools.python == "/scratch/tools/venv/bin/python"
+    assert tools.python == "/opt/tools/venv/bin/python"
     local = _tools_site(
-        tmp_path, "  tools:\n    path: /opt/x\n    index_url: https://pypi.example/simple\n"
+        tmp_path, "  tools:\n    path: /srv/podctl/x\n    index_url: https://pypi.example/simple\n"
     ).validation.tools
-    assert (local.shared, local.index_url, local.wheels) == (False, "https://pypi.example/simple", None)
+    assert (local.path, local.index_url, local.wheels) == ("/srv/podctl/x", "https://pypi.example/simple", None)
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [
+        ("/tmp/podctl-validation", "under /tmp"),
+        ("/var/tmp/x", "under /var/tmp"),
+        ("/dev/shm/x", "under /dev/shm"),
+        ("/home/alice/tools", "under /home"),
+        ("/home/shared/podctl-validation", "on shared storage 'home'"),
+        ("/scratch", "on shared storage 'scratch'"),
+    ],
+)
+def test_validation_tools_where_others_write_are_refused(tmp_path: Path, where: str, why: str) -> None:
+    with pytest.raises(SiteError) as info:
+        _tools_site(tmp_path, f"  tools:\n    path: {where}\n")
+    (diag,) = info.value.diagnostics
+    assert (diag.path, diag.code) == ("validation.tools.path", "untrusted-path")
+    assert why in diag.message and "local disk, owned by root" in (diag.hint or "")
 
 
 def test_validation_tools_index_url_beside_wheels_is_a_warning(tmp_path: Path) -> None:

@@ -114,8 +114,8 @@ def main() -> int:
     site_file.write_text(SITE.format(profile="sim" if args.cpu else "h200-1", last=args.nodes, shared=shared))
     site = load_site(site_file)
     pod = target(site)
-    # The validation tools here are this checkout, run by this Python.
-    pod = replace(pod, python=sys.executable, shared_dir=str(shared))
+    # The validation tools here are this checkout, run by this Python (srun_standin.py).
+    pod = replace(pod, shared_dir=str(shared))
     bin_dir = work / "bin"
     bin_dir.mkdir()
     srun = bin_dir / "srun"

@@ -12,6 +12,8 @@ SLURM_NNODES, SLURM_NTASKS_PER_NODE, SLURM_JOB_NODELIST, SLURM_JOB_ID and SLURMD
 "node" is. Output: every task's stdout, in task order (srun interleaves them; the checks print
 their envelope on rank 0 only), then srun's own exit status: the first non-zero one, as with
 --kill-on-bad-exit. --mpi and PMIx are not emulated (nccl-tests built with MPI=1 cannot run here).
+A program podctl starts through its launcher on a node (`podctl-validation-exec PYTHON -m ...`,
+which vets a deployed virtualenv) runs here with this Python and the checkout's validation package.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from podctl.model import VALIDATION_EXEC
 
 
 def _free_port() -> int:
@@ -56,6 +60,8 @@ def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 def main(argv: list[str]) -> int:
     options, program = parse(argv)
+    if program[:1] == [VALIDATION_EXEC]:
+        program = [sys.executable, *program[2:]]
     if not program:
         print("srun_standin: no program to run", file=sys.stderr)
         return 2

@@ -117,7 +117,11 @@ def status(site_file: Path, as_json: bool, private_key: Path | None) -> None:
                 health = "no record"
             else:
                 mark = {"pass": ("pass", "green"), "fail": ("FAIL", "red")}.get(h.get("status"), ("error", "yellow"))
-                detail = (h.get("findings") or h.get("errors") or [""])[0]
+                detail = str((h.get("findings") or h.get("errors") or [""])[0])
+                if h.get("refused"):  # root would have run code another user could write: an alert, no drain
+                    mark, detail = ("REFUSED", "red"), f"{h['refused']}" + (f"; {detail}" if h.get("findings") else "")
+                elif h.get("warnings") and not h.get("findings"):
+                    detail = f"warning: {h['warnings'][0]}"
                 health = styled(mark, f" {age(h.get('time'))}" + (f": {detail}" if detail else ""))
             c = n.certification
             if c is None:

@@ -34,6 +34,15 @@ class NodeSections:
                 continue
             for path, message, hint, code in profile_problems(body):
                 self.report.error(("profiles", name) + path, message, hint, code=code)
+            if body.get("emulated"):
+                self.report.warning(
+                    ("profiles", name, "emulated"),
+                    "emulated: true only tells validation to expect no GPUs or HCAs on these nodes; it does not "
+                    "turn off host-key checking or Slurm's cgroup limits, which only a pod `podctl sim up` made "
+                    "goes without",
+                    "leave it out for real hardware; for a simulated pod use the built-in `sim` profile",
+                    code="emulated",
+                )
             profiles[name] = make_profile(name, body, builtin=False)
         return profiles
 

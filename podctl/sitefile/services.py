@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..hostlist import fold as fold_hostlist
 from ..model import (
-    VALIDATION_TOOLS_DIRNAME,
     VALIDATION_TOOLS_LOCAL_PATH,
     Exclusion,
     FreeSpace,
@@ -26,7 +25,7 @@ from ..model import (
 )
 from ..suggest import did_you_mean
 from ..yamlsource import PathKey
-from .values import address_problem, system_path, under, written_as_address
+from .values import UNTRUSTED_TREES, address_problem, system_path, under, written_as_address
 
 
 class ServiceSections:
@@ -184,11 +183,11 @@ class ServiceSections:
             gres=s.get("gres", True),
             select_type=s.get("select_type", "select/cons_tres"),
             state_save_location=state,
-            health_check=self.health_check(path + ("health_check",), s.get("health_check", {})),
+            health_check=self.health_check(path + ("health_check",), s.get("health_check", {}), storage),
             restart_batch=s.get("restart_batch", Slurm.restart_batch),
         )
 
-    def health_check(self, path: PathKey, h: dict) -> HealthCheck | None:
+    def health_check(self, path: PathKey, h: dict, storage: tuple[StorageMount, ...]) -> HealthCheck | None:
         if not h.get("enabled", True):
             return None
         states = tuple(h.get("node_states", ["any"]))
@@ -204,6 +203,16 @@ class ServiceSections:
             where = posixpath.normpath(entry["path"])
             if where in (e.path for e in free):
                 self.report.error(path + ("free_space", i, "path"), f"{where} is listed twice", code="duplicate")
+            mount = next((m for m in storage if under(where, m.mountpoint)), None)
+            if mount is not None:
+                self.report.error(
+                    path + ("free_space", i, "path"),
+                    f"{where} lies on shared storage {mount.name!r} ({mount.mountpoint}): one user filling it "
+                    "would make the gate drain every node that mounts it",
+                    "check free space only on each node's local folders (/tmp, /var/tmp, a local scratch); "
+                    "watch shared storage with its own monitoring",
+                    code="health-check",
+                )
             free.append(FreeSpace(where, float(entry["min_free_gib"])))
         return HealthCheck(
             interval_s=h.get("interval", 300),
@@ -263,49 +272,46 @@ class ServiceSections:
         return ValidationSettings(
             thresholds=thresholds,
             exclude=tuple(exclusions),
-            nccl_tests_path=posixpath.normpath(v["nccl_tests_path"]) if "nccl_tests_path" in v else None,
+            nccl_tests_path=self.nccl_tests_path(v, storage),
             nccl_tests=tuple(v.get("nccl_tests", ["all_reduce_perf"])),
             tools=self.validation_tools(v.get("tools", {}), profiles, storage, file),
         )
+
+    def nccl_tests_path(self, v: dict, storage: tuple[StorageMount, ...]) -> str | None:
+        if "nccl_tests_path" not in v:
+            return None
+        where = posixpath.normpath(v["nccl_tests_path"])
+        if why := self.writable_by_others(where, storage):
+            self.report.error(
+                ("validation", "nccl_tests_path"),
+                f"root runs the nccl-tests binaries on every compute node (through Slurm), and {where} {why}",
+                "build nccl-tests into a folder on each compute node's local disk, owned by root, "
+                "e.g. /opt/nccl-tests/build",
+                code="untrusted-path",
+            )
+        return where
 
     def validation_tools(
         self, t: dict, profiles: dict[str, Profile], storage: tuple[StorageMount, ...], file: str
     ) -> ValidationTools:
         path: PathKey = ("validation", "tools")
         compute = [n for n in self.nodes if Role.COMPUTE in n.roles]
-        # A mount every compute node sees holds one install for all of them.
-        shared_mounts = mounts_shared_by(storage, [n.hostname for n in compute])
+        where = posixpath.normpath(t["path"]) if "path" in t else VALIDATION_TOOLS_LOCAL_PATH
         if "path" in t:
-            where = posixpath.normpath(t["path"])
-            if system_path(where) or where == "/home":
+            if why := self.writable_by_others(where, storage):
+                self.report.error(
+                    path + ("path",),
+                    f"root runs the validation tools (the health gate, validate's checks), and {where} {why}",
+                    f"install them on each compute node's local disk, owned by root, e.g. {VALIDATION_TOOLS_LOCAL_PATH}",
+                    code="untrusted-path",
+                )
+            elif system_path(where):
                 self.report.error(
                     path + ("path",),
                     f"installing the validation tools into {where} would mix them with the system's files",
                     f"use a folder of their own, e.g. {VALIDATION_TOOLS_LOCAL_PATH}",
                     code="path",
                 )
-            shared = any(under(where, m.mountpoint) for m in shared_mounts)
-            partly = [
-                m
-                for m in storage
-                if under(where, m.mountpoint) and not shared and any(n.hostname in m.clients for n in compute)
-            ]
-            if partly:
-                m = partly[0]
-                missing = [n.hostname for n in compute if n.hostname not in m.clients]
-                self.report.error(
-                    path + ("path",),
-                    f"{where} lies on storage {m.name!r}, which compute node(s) "
-                    f"{fold_hostlist(missing)} do not mount: the nodes that do would install over "
-                    "each other",
-                    f"use a path on storage every compute node mounts, or a local one "
-                    f"such as {VALIDATION_TOOLS_LOCAL_PATH}",
-                    code="path",
-                )
-        elif shared_mounts:
-            where, shared = posixpath.join(shared_mounts[0].mountpoint, VALIDATION_TOOLS_DIRNAME), True
-        else:
-            where, shared = VALIDATION_TOOLS_LOCAL_PATH, False
         # Relative to the site file's folder, as a person reading the file would expect.
         wheels = Path(os.path.abspath(Path(file).parent / t["wheels"])) if "wheels" in t else None
         if wheels is not None and "index_url" in t:
@@ -322,6 +328,17 @@ class ServiceSections:
             packages = ("torch", "numpy", "nvidia-ml-py")
         else:
             packages = ("torch", "numpy")
-        return ValidationTools(
-            path=where, shared=shared, wheels=wheels, index_url=t.get("index_url"), packages=packages
-        )
+        return ValidationTools(path=where, wheels=wheels, index_url=t.get("index_url"), packages=packages)
+
+    @staticmethod
+    def writable_by_others(where: str, storage: tuple[StorageMount, ...]) -> str | None:
+        """Why code at `where`, which root runs on the nodes, could be written by someone else:
+        a world-writable temporary folder, users' homes, or shared storage (writable from every
+        client, by root of any of them, or by the account squashed files belong to). None if not."""
+        mount = next((m for m in storage if under(where, m.mountpoint)), None)
+        if mount is not None:
+            return (
+                f"lies on shared storage {mount.name!r} ({mount.mountpoint}), which other hosts and their users write"
+            )
+        tmp = next((t for t in UNTRUSTED_TREES if under(where, t)), None)
+        return f"lies under {tmp}, where every user may write" if tmp else None

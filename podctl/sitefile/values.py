@@ -26,6 +26,9 @@ SYSTEM_TREES = (
     "/sys",
     "/usr",
 )
+# Folders where users other than root may write (world-writable temporary folders, users' homes):
+# nothing root runs may come from under them.
+UNTRUSTED_TREES = ("/tmp", "/var/tmp", "/dev/shm", "/home")
 # Folders that hold the system's own files below them: taking one over hides them.
 SYSTEM_FOLDERS = (
     "/",

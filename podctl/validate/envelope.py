@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 from validation.result import envelope, envelope_problems, finding
+from validation.trusted_exec import PROG as EXEC_PROG
+from validation.trusted_exec import REFUSED
 
 # What of a node's output a finding quotes: enough to recognise it, not a flood.
 QUOTE_CHARS = 300
@@ -44,6 +46,15 @@ def parse_envelope(stdout: str, returncode: int | None, stderr_tail: str, check:
                 f"({'; '.join(problems[:3])}): {text[:QUOTE_CHARS]!r}",
             )
         return data
+    refused = [ln for ln in stderr_tail.splitlines() if ln.startswith(f"{EXEC_PROG}: refused:")]
+    if returncode == REFUSED and refused:
+        return broken_envelope(
+            check,
+            host,
+            f"not run: {refused[-1].removeprefix(f'{EXEC_PROG}: ')[:QUOTE_CHARS]}; root runs only code that root "
+            "alone can write: redeploy the validation tools (`podctl deploy SITE --only validation-tools`) "
+            "and find out who changed them",
+        )
     how = "was killed" if returncode is None else f"exited {returncode}"
     tail = stderr_tail.strip()[-STDERR_TAIL_CHARS:]
     printed = stdout.strip()[-QUOTE_CHARS:]
@@ -60,4 +71,12 @@ def broken_envelope(check: str, host: str, message: str) -> dict[str, Any]:
     return envelope(check, host, "error", [finding(message)])
 
 
-__all__ = ["QUOTE_CHARS", "broken_envelope", "envelope", "finding", "parse_envelope"]
+def note_dropped(result: dict[str, Any], note: str) -> dict[str, Any]:
+    """`result` with a warning that podctl kept only the end of what the node printed (`note`, from
+    podctl.remote.RemoteResult.dropped_note; nothing when it is empty)."""
+    if note:
+        result.setdefault("findings", []).append(finding(note, severity="warning"))
+    return result
+
+
+__all__ = ["QUOTE_CHARS", "broken_envelope", "envelope", "finding", "note_dropped", "parse_envelope"]

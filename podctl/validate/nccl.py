@@ -33,6 +33,7 @@ from ..cohost import cohost_capacity, cohost_scale
 from ..localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
 from ..localize.routing import Forwarding, Router
 from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
+from ..model import ValidationTools
 from ..topology import FabricPlan
 from .envelope import envelope, finding
 from .judge import CheckRun, finding_hosts
@@ -48,7 +49,7 @@ REPEATS = 5
 
 @dataclass(frozen=True)
 class NcclSpec:
-    python: str
+    tools: ValidationTools
     gpu: bool
     tasks_per_node: int
     gpus_per_node: int
@@ -126,7 +127,7 @@ class SlurmTester:
     def _job(self, test: Test, round_name: str, rail: int | None) -> float:
         spec = self.spec
         world = len(test.nodes) * spec.tasks_per_node
-        argv = [spec.python, "-m", "validation.collectives", "--expect-world-size", str(world)]
+        argv = spec.tools.argv("validation.collectives", "--expect-world-size", str(world))
         if not self.sweep:
             # Pass or fail needs one figure: all_reduce at the judged size.
             argv += ["--collectives", "all_reduce", "--min-bytes", spec.size, "--max-bytes", spec.size]

@@ -29,6 +29,7 @@ from validation.nccl_tests import judge_text
 from validation.result import Report
 from validation.units import parse_size
 
+from ..model import program_argv
 from .envelope import envelope, finding
 from .figures import NCCL_TESTS_CHECK
 from .judge import CheckRun
@@ -53,11 +54,12 @@ class PerfSpec:
 
 
 def perf_job(spec: PerfSpec, binary: str, nodes: Sequence[str], label: str, env: dict[str, str]) -> Job:
-    argv = (
+    # Through VALIDATION_EXEC: root runs the binary only if root alone could have written it.
+    argv = tuple(program_argv(
         posixpath.join(spec.path, binary),
         "-b", JUDGED_SIZE, "-e", JUDGED_SIZE, "-g", "1", "-d", spec.dtype,
         "-n", str(spec.iters), "-w", str(spec.warmup), "-c", "1",
-    )  # fmt: skip
+    ))  # fmt: skip
     return Job(label, NCCL_TESTS_CHECK, tuple(nodes), spec.tasks_per_node, spec.gpus_per_node, argv, env,
                spec.timeout_s, mpi="pmix")  # fmt: skip
 

@@ -18,16 +18,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import state
 from ..cohost import cohost_capacity, cohost_scale
 from ..facts import Facts, hca_names
 from ..hostlist import fold as fold_hostlist
 from ..inventory import write_inventory
 from ..localize.localize import PortEvidence
 from ..localize.routing import Forwarding
-from ..model import Profile, Reference, Role, Site, mounts_shared_by, validation_python
+from ..model import VALIDATION_EXEC, Profile, Reference, Role, Site, ValidationTools, mounts_shared_by
 from ..remote import Nodes, command_line, site_nodes
 from ..topology import SWITCH_TIERS, FabricPlan
-from .envelope import broken_envelope, parse_envelope
+from .envelope import broken_envelope, note_dropped, parse_envelope
 from .figures import FIGURES, NODE_SUITES, suite_of
 from .judge import Certification, CheckRun, effective_reference, judge
 from .local import LocalCheck, ValidationError, plan_local
@@ -47,7 +48,7 @@ class PodTarget:
     hosts: tuple[str, ...]  # compute nodes under test, in site order
     excluded: dict[str, str]  # host -> reason
     controller: str
-    python: str  # the validation virtualenv's interpreter on the nodes
+    tools: ValidationTools  # what runs the checks on the nodes (as root, through VALIDATION_EXEC)
     shared_dir: str | None  # a folder on storage every compute node mounts
     # With --nodes: the pod's other compute nodes, known good, that multi-node jobs pair the nodes
     # under test with; their own figures are evidence, not judged.
@@ -85,7 +86,7 @@ def target(site: Site, only: tuple[str, ...] = ()) -> PodTarget:
         hosts,
         {h: r for h, r in excluded.items() if h in compute},
         site.slurm.controllers[0],
-        validation_python(site),
+        site.validation.tools,
         shared,
         partners,
     )
@@ -136,7 +137,7 @@ def node_checks(
             for check in planned:
                 if check.suite == suite:
                     checks[host] = check
-                    commands[host] = command_line([pod.python, "-m", *check.argv], NODE_ENV)
+                    commands[host] = command_line(pod.tools.argv(*check.argv), NODE_ENV)
         if not commands:
             continue
         timeout = max(c.timeout_s for c in checks.values())
@@ -156,10 +157,10 @@ def node_checks(
                     envelope = broken_envelope(
                         check,
                         host,
-                        f"{pod.python} is missing on {host}: deploy the "
+                        f"{VALIDATION_EXEC} or {pod.tools.python} is missing on {host}: deploy the "
                         "validation tools (`podctl deploy SITE --only validation-tools`)",
                     )
-            runs.append(CheckRun(check, "node", host, envelope))
+            runs.append(CheckRun(check, "node", host, note_dropped(envelope, r.dropped_note)))
         failed = [r.node for r in runs[-len(commands) :] if r.status in ("fail", "error")]
         progress(
             f"{suite}: done in {time.monotonic() - started:.0f} s"
@@ -217,7 +218,7 @@ def nccl_spec(pod: PodTarget, suites: tuple[str, ...]) -> NcclSpec:
     measurement = FIGURES[figure].measurement
     tasks, gpus = _tasks(profile)
     return NcclSpec(
-        python=pod.python,
+        tools=pod.tools,
         gpu=profile.gpus is not None,
         tasks_per_node=tasks,
         gpus_per_node=gpus,
@@ -245,15 +246,13 @@ def smoke_run(pod: PodTarget, slurm: SlurmJobs, stamp: str, progress: Progress, 
         )
         envelope["hosts"] = list(hosts)
         return CheckRun("smoke", "pod", first, envelope)
-    argv = [
-        pod.python,
-        "-m",
+    argv = pod.tools.argv(
         "validation.smoke",
         "--expect-world-size",
         str(world),
         "--checkpoint-dir",
         f"{pod.shared_dir}/.podctl-smoke/{stamp}",
-    ]
+    )
     if profile.gpus is None:
         argv.append("--cpu")
     elif profile.gpus.peak_bf16_tflops:
@@ -363,7 +362,7 @@ def validate_pod(
 
         progress("conformance: rendering the inventory and the configs podctl would write ...")
         inventory = workdir / "inventory"
-        write_inventory(site, inventory, facts)
+        write_inventory(site, inventory, facts, sim=state.sim_pod(site))
         conformance = run_conformance(site, inventory, workdir / "conformance", private_key, progress)
         # Under --nodes only the nodes under test are certified; the others are not judged here.
         runs += [r for r in conformance if not only or r.node in pod.hosts]
@@ -412,7 +411,7 @@ def validate_pod(
         "hosts": list(pod.hosts),
         "partners": list(partners),
         "controller": pod.controller,
-        "python": pod.python,
+        "python": pod.tools.python,
         "nccl": None
         if nccl is None or spec is None
         else {

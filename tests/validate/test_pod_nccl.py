@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from podctl.localize.schedule import check_disjoint
-from podctl.model import Reference
+from podctl.model import Reference, ValidationTools
 from podctl.topology import plan_fabric
 from podctl.validate.judge import judge
 from podctl.validate.nccl import REPEATS, WARMUP_ITERS, NcclSpec, pairwise_rounds, run_nccl, size_label
@@ -44,7 +44,7 @@ class FakeSlurm:
 
 def spec(bound: float | None = 0.5) -> NcclSpec:
     return NcclSpec(
-        python="/opt/v/venv/bin/python",
+        tools=ValidationTools("/opt/v", None, None, ()),
         gpu=False,
         tasks_per_node=1,
         gpus_per_node=0,
@@ -250,7 +250,7 @@ class RailSlurm(FakeSlurm):
 
 def real_spec() -> NcclSpec:
     return NcclSpec(
-        python="p",
+        tools=ValidationTools("/opt/v", None, None, ()),
         gpu=True,
         tasks_per_node=8,
         gpus_per_node=8,

@@ -24,7 +24,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import Any
 from . import assets, yamlout
 from .cohost import crowding
 from .errors import PodctlError
+from .fsio import private_folder
 from .redact import redact_tree
 
 MAX_FORKS = 256
@@ -74,8 +78,13 @@ class AnsibleSettings:
 
 
 def control_path_dir() -> Path:
-    # Unix socket paths are limited to ~108 bytes: keep the directory short.
-    return Path("/tmp") / f"podctl-ssh-{os.getuid()}"
+    """The folder of SSH's multiplexed sockets, which carry root's module payloads (the munge key on
+    stdin, the database password): this user's alone, or an error (podctl.fsio.private_folder).
+    $XDG_RUNTIME_DIR/podctl-ssh in a login session, else ~/.ansible/cp; never a shared /tmp, where
+    another user could make the folder first. (Unix socket paths end at ~108 bytes: both are short.)"""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(runtime) / "podctl-ssh" if runtime else Path.home() / ".ansible" / "cp"
+    return private_folder(folder, "SSH's control sockets")
 
 
 def ansible_settings(
@@ -85,30 +94,34 @@ def ansible_settings(
     fact_cache_dir: Path,
     roles_path: Path,
     private_key: Path | None,
-    host_key_checking: bool,
+    known_hosts: tuple[Path, ...] = (),
     emulated_nodes: int = 0,
 ) -> AnsibleSettings:
+    """Host keys are always checked: against `known_hosts` when given (a sim pod's own file, see
+    podctl.state.pod_known_hosts), else against the user's and the system's known_hosts as ssh
+    reads them."""
     env: dict[str, str] = {
         "ANSIBLE_ROLES_PATH": str(roles_path),
         "ANSIBLE_COLLECTIONS_PATH": str(assets.collections_path()),
-        "ANSIBLE_HOST_KEY_CHECKING": str(host_key_checking),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
     }
     if private_key is not None:
         env["ANSIBLE_PRIVATE_KEY_FILE"] = str(private_key)
-    known_hosts = "" if host_key_checking else " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no"
+    known = " ".join(str(p) for p in known_hosts)
+    ssh_known = " -o StrictHostKeyChecking=yes" + (f" -o {shlex.quote('UserKnownHostsFile=' + known)}" if known else "")
     # A node that dies mid-task (power cut) sends no FIN: without keepalives its
     # SSH session, multiplexed or not, would hang the play instead of failing.
     alive = SERVER_ALIVE_COUNT * crowding(emulated_nodes)
-    known_hosts += f" -o ServerAliveInterval={SERVER_ALIVE_INTERVAL_S} -o ServerAliveCountMax={alive}"
+    ssh_known += f" -o ServerAliveInterval={SERVER_ALIVE_INTERVAL_S} -o ServerAliveCountMax={alive}"
     if fast:
         forks = max(1, min(hosts, MAX_FORKS))
         env.update(
             {
                 "ANSIBLE_PIPELINING": "True",
-                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist={CONTROL_PERSIST_S}s{known_hosts}",
+                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist={CONTROL_PERSIST_S}s{ssh_known}",
                 "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_path_dir()),
                 "ANSIBLE_GATHERING": "smart",
                 "ANSIBLE_CACHE_PLUGIN": "jsonfile",
@@ -122,7 +135,7 @@ def ansible_settings(
             {
                 "ANSIBLE_PIPELINING": "False",
                 # Ansible's stock ssh_args multiplex (ControlPersist=60s); the baseline turns that off.
-                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=no -o ControlPath=none{known_hosts}",
+                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=no -o ControlPath=none{ssh_known}",
                 "ANSIBLE_GATHERING": "implicit",
                 "ANSIBLE_CACHE_PLUGIN": "memory",
             }
@@ -161,6 +174,28 @@ def scrub_command_artifact(artifact_dir: Path) -> None:
         data["env"] = scrub_env({str(k): str(v) for k, v in env.items()})
         data["env_note"] = "podctl kept only the Ansible-related variables"
         path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+# In an artifact folder podctl has scrubbed and redacted.
+REDACTED_MARK = ".podctl-redacted"
+
+
+def redact_run(artifact_dir: Path) -> None:
+    """Scrub the environment from a run's artifacts and redact URL secrets in them; marked done."""
+    if not artifact_dir.is_dir():
+        return
+    scrub_command_artifact(artifact_dir)
+    redact_tree(artifact_dir)
+    (artifact_dir / REDACTED_MARK).touch()
+
+
+def redact_leftovers(runs_root: Path) -> int:
+    """Redact the artifacts of earlier runs under `runs_root` (`<run>/artifacts/<ident>`) that were
+    never marked done: a podctl killed before it could. How many it redacted."""
+    leftovers = [d for d in runs_root.glob("*/artifacts/*") if d.is_dir() and not (d / REDACTED_MARK).exists()]
+    for folder in leftovers:
+        redact_run(folder)
+    return len(leftovers)
 
 
 def stdout_tail(artifact_dir: Path, lines: int = 15) -> str:
@@ -223,32 +258,43 @@ def run_playbook(
             on_event(event)
         return True  # keep the event on disk (job_events/)
 
-    runner = ansible_runner.run(
-        private_data_dir=str(private_data_dir),
-        ident=ident,
-        playbook=str(playbook),
-        inventory=str(inventory),
-        envvars=run_environment(settings),
-        forks=settings.forks,
-        limit=",".join(limit) if limit else None,
-        cmdline=" ".join(_quote(c) for c in cmdline) or None,
-        event_handler=event_handler,
-        cancel_callback=cancel,
-        # podctl chooses the fact cache itself (settings above); ansible-runner's
-        # default would point it into this run's artifacts and lose it.
-        fact_cache_type="podctl",
-        quiet=True,
-        rotate_artifacts=0,
-    )
-    scrub_command_artifact(artifact_dir)
-    # A secret in a URL (a package index token) is needed on the nodes, never in what the run leaves.
-    redact_tree(artifact_dir)
+    # A run killed outright (SIGKILL, a power cut) left its artifacts as they were: the next run
+    # redacts them before it starts. SIGTERM stops this run the way --max-fail-percent does.
+    redact_leftovers(private_data_dir.parent)
+    terminated = []
+
+    def cancelled() -> bool:
+        return bool(terminated) or (cancel is not None and cancel())
+
+    handler = None
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.signal(signal.SIGTERM, lambda *_: terminated.append(True))
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private_data_dir),
+            ident=ident,
+            playbook=str(playbook),
+            inventory=str(inventory),
+            envvars=run_environment(settings),
+            forks=settings.forks,
+            limit=",".join(limit) if limit else None,
+            cmdline=" ".join(shlex.quote(c) for c in cmdline) or None,
+            event_handler=event_handler,
+            cancel_callback=cancelled,
+            # podctl chooses the fact cache itself (settings above); ansible-runner's
+            # default would point it into this run's artifacts and lose it.
+            fact_cache_type="podctl",
+            quiet=True,
+            rotate_artifacts=0,
+        )
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGTERM, handler)
+        # A secret in a URL (a package index token) is needed on the nodes, never in what the run
+        # leaves: redacted however the run ended (Ctrl-C included).
+        redact_run(artifact_dir)
+    if terminated:
+        raise KeyboardInterrupt
     return PlaybookRun(
         status=str(runner.status), rc=int(runner.rc if runner.rc is not None else -1), artifact_dir=artifact_dir
     )
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)

@@ -152,10 +152,11 @@ def plan(site_file: Path, output: str) -> None:
 )
 def inventory(site_file: Path, out_dir: Path) -> None:
     """Write the Ansible inventory with the facts the roles need."""
+    from . import state
     from .inventory import write_inventory
 
     site = _load(site_file)
-    files = write_inventory(site, out_dir)
+    files = write_inventory(site, out_dir, sim=state.sim_pod(site))
     click.echo(f"wrote {len(files)} files to {out_dir} ({len(site.nodes)} hosts)")
 
 

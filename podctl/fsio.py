@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +31,31 @@ class OutputError(PodctlError):
 
 def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
+
+
+def private_folder(path: Path, what: str) -> Path:
+    """`path` as a folder only this user can use (`what` says what for): made with mode 0700 when
+    missing; refused (OutputError) when it is a link or not a folder, belongs to another user, is
+    open to group or others, or lies in a folder others may rename it in (writable by them, without
+    the sticky bit)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st, parent = os.lstat(path), os.stat(path.parent)
+    except OSError as exc:
+        raise OutputError(f"cannot make {path} for {what}: {_why(exc)}") from None
+    me = os.geteuid()
+    fix = f"remove it (after checking who made it and why) or choose another folder: {what} must be yours alone"
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{path} is not a folder of its own (a link or a file), so not a place for {what}; {fix}")
+    if st.st_uid != me:
+        raise OutputError(f"{path} belongs to uid {st.st_uid}, not to you (uid {me}); {fix}")
+    if st.st_mode & 0o077:
+        raise OutputError(
+            f"{path} is open to group or others (mode {stat.S_IMODE(st.st_mode):04o}); {fix}, or `chmod 700 {path}`"
+        )
+    if parent.st_uid not in (0, me) or (parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
+        raise OutputError(f"{path.parent} lets others rename {path} away; {fix}")
+    return path
 
 
 def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:

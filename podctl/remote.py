@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
-from fabric import Connection, ThreadingGroup
+from fabric import Config, Connection, ThreadingGroup
 from fabric.exceptions import GroupException
+from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
 from . import state
@@ -38,6 +39,45 @@ FANOUT = 64
 # 6 leaves room for other clients, and a handshake sshd dropped anyway is tried again.
 HANDSHAKES_PER_HOST = 6
 HANDSHAKE_TRIES = 3
+# What podctl keeps of one command's output on one node: its end (a check's JSON result is its last
+# line). A node's output is not trusted: at 1,344 nodes an unbounded one would be the controller's
+# memory. The result says how much went (RemoteResult.dropped).
+KEEP_STDOUT = 512 * 1024
+KEEP_STDERR = 64 * 1024
+_DROPPED = "\x00podctl-dropped:"
+
+
+class _CappedRemote(Remote):
+    """fabric's runner, keeping only the last KEEP_STDOUT / KEEP_STDERR characters of each stream;
+    the number dropped travels at the head of the kept text (see _split_dropped)."""
+
+    def handle_stdout(self, buffer_: list[str], hide: bool, output: object) -> None:
+        self._keep_tail(buffer_, self.read_proc_stdout, KEEP_STDOUT)
+
+    def handle_stderr(self, buffer_: list[str], hide: bool, output: object) -> None:
+        self._keep_tail(buffer_, self.read_proc_stderr, KEEP_STDERR)
+
+    def _keep_tail(self, buffer_: list[str], reader: object, keep: int) -> None:
+        kept, size, dropped = [], 0, 0
+        for data in self.read_proc_output(reader):  # type: ignore[arg-type]
+            kept.append(data)
+            size += len(data)
+            while size - len(kept[0]) >= keep:  # drop whole chunks first, then trim the oldest
+                size -= len(kept[0])
+                dropped += len(kept.pop(0))
+            if size > keep:
+                cut = size - keep
+                kept[0], size, dropped = kept[0][cut:], size - cut, dropped + cut
+        buffer_[:] = ([f"{_DROPPED}{dropped}\x00"] if dropped else []) + kept
+
+
+def _split_dropped(text: str) -> tuple[str, int]:
+    """(the kept text, how many characters were dropped before it)."""
+    if not text.startswith(_DROPPED):
+        return text, 0
+    count, _, rest = text[len(_DROPPED) :].partition("\x00")
+    return rest, int(count)
+
 
 # paramiko logs a traceback for every host that drops a handshake; the result
 # already says "cannot reach HOST", so keep its log out of the terminal.
@@ -57,13 +97,14 @@ KNOWN_HOSTS_FILES = (
 
 @dataclass(frozen=True)
 class SshTarget:
+    """A node as podctl reaches it. A host whose key is not known is refused, as ssh and podctl
+    deploy do: known from KNOWN_HOSTS_FILES, and from `known_hosts` (a sim pod's own file)."""
+
     host: str
     address: str
     user: str
     key: Path | None
-    # Refuse a host whose key is not known, as ssh and podctl deploy do. Only the sim
-    # opts out: its containers get new host keys on every `podctl sim up`.
-    verify_host_key: bool = True
+    known_hosts: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,14 +114,29 @@ class RemoteResult:
     stdout: str
     stderr: str
     error: str | None = None  # could not connect, or timed out
+    dropped: int = 0  # characters of output (both streams) past what podctl keeps (KEEP_STDOUT/KEEP_STDERR)
+
+    @property
+    def dropped_note(self) -> str:
+        """What a finding says when output was dropped; empty when none was."""
+        if not self.dropped:
+            return ""
+        return (
+            f"{self.host} printed {self.dropped:,} characters more than podctl keeps "
+            f"({KEEP_STDOUT // 1024} KiB of stdout, {KEEP_STDERR // 1024} KiB of stderr: their ends)"
+        )
 
 
 def private_key_for(site: Site, given: Path | None, first: str) -> Path | None:
-    """The SSH key for root on the site's nodes: `given`, else for a sim pod the key
-    `podctl sim up` made, else None (ssh's own defaults). `first` is what to run when
-    a sim pod has no key yet."""
-    if given is not None or not site.emulated:
+    """The SSH key for root on the site's nodes: `given`, else for a sim pod (podctl.state.sim_pod:
+    the sim's own record says so, never the site file) the key `podctl sim up` made, else None
+    (ssh's own defaults). `first` is what to run when a site of emulated profiles has no sim pod."""
+    if given is not None:
         return given
+    if not state.sim_pod(site):
+        if site.emulated:
+            raise PodctlError(f"pod {site.name}: no sim pod of this site is up; bring it up first: {first}")
+        return None
     key = state.ssh_key_path(site.name)
     if not key.is_file():
         raise PodctlError(f"pod {site.name}: no sim SSH key; bring the pod up first: {first}")
@@ -89,13 +145,9 @@ def private_key_for(site: Site, given: Path | None, first: str) -> Path | None:
 
 def site_nodes(site: Site, private_key: Path | None) -> Nodes:
     """Every node of the site, reached as root at its management address; host keys are
-    verified unless the pod is the sim."""
-    return Nodes(
-        {
-            n.hostname: SshTarget(n.hostname, str(n.address), "root", private_key, verify_host_key=not site.emulated)
-            for n in site.nodes
-        }
-    )
+    verified (a sim pod's against the keys `podctl sim up` read from its containers)."""
+    known = state.pod_known_hosts(site)
+    return Nodes({n.hostname: SshTarget(n.hostname, str(n.address), "root", private_key, known) for n in site.nodes})
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -119,17 +171,19 @@ class Nodes:
         kwargs: dict[str, object] = {"banner_timeout": CONNECT_TIMEOUT_S, "auth_timeout": CONNECT_TIMEOUT_S}
         if t.key is not None:
             kwargs.update(key_filename=str(t.key), look_for_keys=False, allow_agent=False)
-        conn = Connection(t.address, user=t.user, connect_timeout=CONNECT_TIMEOUT_S, connect_kwargs=kwargs)
-        if t.verify_host_key:
-            # fabric accepts any host key it has not seen; podctl does not.
-            known = conn.client.get_host_keys()
-            for path in KNOWN_HOSTS_FILES:
-                if path.is_file():
-                    try:
-                        known.load(str(path))
-                    except (OSError, paramiko.SSHException):
-                        continue
-            conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        config = Config(overrides={"runners": {"remote": _CappedRemote}})
+        conn = Connection(
+            t.address, user=t.user, config=config, connect_timeout=CONNECT_TIMEOUT_S, connect_kwargs=kwargs
+        )
+        # fabric accepts any host key it has not seen; podctl does not.
+        known = conn.client.get_host_keys()
+        for path in (*KNOWN_HOSTS_FILES, *t.known_hosts):
+            if path.is_file():
+                try:
+                    known.load(str(path))
+                except (OSError, paramiko.SSHException):
+                    continue
+        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         return conn
 
     def run_each(self, commands: Mapping[str, str], timeout_s: float) -> dict[str, RemoteResult]:
@@ -183,10 +237,12 @@ def _result(host: str, value: object, timeout_s: float) -> RemoteResult:
         value = value.result
     if isinstance(value, CommandTimedOut):
         r = value.result
-        return RemoteResult(host, None, r.stdout, r.stderr, f"timed out after {timeout_s:.0f} s")
+        (out, lost_out), (err, lost_err) = _split_dropped(r.stdout), _split_dropped(r.stderr)
+        return RemoteResult(host, None, out, err, f"timed out after {timeout_s:.0f} s", lost_out + lost_err)
     if isinstance(value, Exception):
         return RemoteResult(host, None, "", "", f"cannot reach {host} over SSH: {_why(value)}")
-    return RemoteResult(host, value.exited, value.stdout, value.stderr)  # type: ignore[attr-defined]
+    (out, lost_out), (err, lost_err) = _split_dropped(value.stdout), _split_dropped(value.stderr)  # type: ignore[attr-defined]
+    return RemoteResult(host, value.exited, out, err, dropped=lost_out + lost_err)  # type: ignore[attr-defined]
 
 
 def _dropped(exc: Exception) -> bool:

@@ -8,6 +8,12 @@ Layout (root = $PODCTL_STATE_DIR, else $XDG_STATE_HOME/podctl, else
     <root>/sim/<pod>/ssh_config   `ssh -F` file naming every node
     <root>/sim/<pod>/mounts/<m>/  host folder standing in for shared mount <m>
     <root>/sim/<pod>/faults.json  faults injected and not yet cleared
+    <root>/sim/<pod>/pod.json     the nodes `podctl sim up` made: host name -> address
+    <root>/sim/<pod>/known_hosts  their SSH host keys, read from each container by podman
+
+Only `podctl sim up` writes pod.json. It is how podctl knows that a site's nodes are containers
+it made (`sim_pod`): a site file cannot say so itself, so it cannot switch off what the sim alone
+may do without (Slurm's cgroup limits on a cgroup v1 host).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .fsio import atomic_write
+from .model import Site
 
 
 def state_root() -> Path:
@@ -57,6 +64,36 @@ def mount_dir(pod: str, mount_name: str) -> Path:
 
 def faults_path(pod: str) -> Path:
     return pod_dir(pod) / "faults.json"
+
+
+def pod_record_path(pod: str) -> Path:
+    return pod_dir(pod) / "pod.json"
+
+
+def known_hosts_path(pod: str) -> Path:
+    return pod_dir(pod) / "known_hosts"
+
+
+def write_pod_record(pod: str, nodes: dict[str, str]) -> None:
+    pod_dir(pod).mkdir(parents=True, exist_ok=True)
+    atomic_write(pod_record_path(pod), json.dumps({"nodes": nodes}, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def sim_pod(site: Site) -> bool:
+    """Whether every node of `site` is a container `podctl sim up` made for a pod of its name, at
+    the address the site gives it (pod.json)."""
+    try:
+        made = json.loads(pod_record_path(site.name).read_text())["nodes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(made, dict) and all(made.get(n.hostname) == str(n.address) for n in site.nodes)
+
+
+def pod_known_hosts(site: Site) -> tuple[Path, ...]:
+    """The known_hosts files that vouch for `site`'s nodes besides the user's and the system's: a sim
+    pod's own (its containers' host keys, read through podman at `sim up`)."""
+    path = known_hosts_path(site.name)
+    return (path,) if sim_pod(site) and path.is_file() else ()
 
 
 @contextmanager

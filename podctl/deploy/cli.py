@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .. import assets
+from .. import assets, state
 from ..ansible import ansible_settings, refuse_templates, stdout_tail
 from ..console import make_console, piped_width, styled
 from ..remote import private_key_for
@@ -247,9 +247,8 @@ def deploy(
         fact_cache_dir=fact_cache_dir(runs_dir, site.name),
         roles_path=assets.roles_dir() if playbooks_dir is None else playbooks / "roles",
         private_key=private_key,
-        # The sim's containers get fresh host keys on every `sim up`.
-        host_key_checking=not site.emulated,
-        emulated_nodes=len(site.nodes) if site.emulated else 0,
+        known_hosts=state.pod_known_hosts(site),
+        emulated_nodes=len(site.nodes) if state.sim_pod(site) else 0,
     )
     request = DeployRequest(
         site=site,
@@ -262,6 +261,7 @@ def deploy(
         check=check,
         diff=diff,
         max_fail_percent=max_fail_percent,
+        sim=state.sim_pod(site),
     )
     mode = "Ansible defaults" if ansible_defaults else "fast settings"
     err_console.print(

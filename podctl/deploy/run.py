@@ -59,6 +59,7 @@ class DeployRequest:
     check: bool
     diff: bool
     max_fail_percent: float
+    sim: bool = False  # the nodes are containers `podctl sim up` made (podctl.state.sim_pod)
 
 
 @dataclass
@@ -96,7 +97,7 @@ def prepare(request: DeployRequest) -> tuple[Path, Path]:
     """Create the run directory with its inventory and playbook; nothing secret goes there."""
     playbooks = stage_playbooks(request.playbooks_dir, request.stages)
     run_dir = new_run_dir(request.runs_dir)
-    write_inventory(request.site, run_dir / "inventory")
+    write_inventory(request.site, run_dir / "inventory", sim=request.sim)
     playbook = run_dir / "playbook.yml"
     playbook.write_text(wrapper_playbook(playbooks), encoding="utf-8")
     (run_dir / "settings.json").write_text(

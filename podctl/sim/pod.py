@@ -20,6 +20,7 @@ from pathlib import Path
 from podctl.model import Site
 
 from .. import state
+from ..fsio import atomic_write
 from . import health
 from .errors import SimError
 from .health import Deadline
@@ -54,6 +55,7 @@ class NodeResult:
     ssh: bool = False
     failed_units: list[str] = field(default_factory=list)
     error: str = ""
+    host_keys: list[str] = field(default_factory=list)  # "TYPE BASE64" lines, read through podman
 
 
 @dataclass
@@ -291,8 +293,15 @@ def up(
             faults.pop(name.removeprefix(f"podctl-{spec.pod}-"), None)
         state.write_faults(spec.pod, faults)
 
+        # The nodes' host keys, read through podman (not over the network a node could be
+        # impersonated on), so that deploy, validate and `ssh -F` check them as on a real pod.
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(results)))) as pool:
+            for r, keys in zip(results, pool.map(lambda r: _host_keys(podman, r), results), strict=True):
+                r.host_keys = keys
+        write_known_hosts(spec, results)
+        state.write_pod_record(spec.pod, {n.hostname: str(n.address) for n in spec.all_nodes})
         config = state.ssh_config_path(spec.pod)
-        config.write_text(ssh_config(spec, key))
+        config.write_text(ssh_config(spec, key, state.known_hosts_path(spec.pod)))
 
     failed = [r for r in results if r.error]
     if failed:
@@ -312,6 +321,35 @@ def up(
         removed=removed,
         seconds=time.monotonic() - started,
     )
+
+
+def _host_keys(podman: Podman, result: NodeResult) -> list[str]:
+    if not result.ssh:
+        return []
+    proc = podman.run(["exec", result.container, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"], check=False)
+    return [" ".join(line.split()[:2]) for line in proc.stdout.splitlines() if len(line.split()) >= 2]
+
+
+def write_known_hosts(spec: PodSpec, results: list[NodeResult]) -> None:
+    """known_hosts of the pod: each node's keys under its address and names. Nodes this run did not
+    touch (`sim up NODES`) keep the lines they had."""
+    path = state.known_hosts_path(spec.pod)
+    keys = {r.hostname: r.host_keys for r in results if r.host_keys}
+    kept: dict[str, list[str]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            names = line.split(" ", 1)[0].split(",")
+            kept.setdefault(names[1] if len(names) > 1 else names[0], []).append(line)
+    lines = []
+    for node in spec.all_nodes:
+        names = ",".join(
+            [str(node.address), node.hostname] + ([f"{node.hostname}.{spec.domain}"] if spec.domain else [])
+        )
+        if node.hostname in keys:
+            lines += [f"{names} {k}" for k in keys[node.hostname]]
+        else:
+            lines += kept.get(node.hostname, [])
+    atomic_write(path, "".join(f"{line}\n" for line in lines), mode=0o600)
 
 
 # -- finding a pod without its site file --------------------------------------
@@ -395,6 +433,8 @@ def down(podman: Podman, pod: str, purge: bool) -> tuple[list[str], bool]:
             network_removed = True
         state.faults_path(pod).unlink(missing_ok=True)
         state.ssh_config_path(pod).unlink(missing_ok=True)
+        state.pod_record_path(pod).unlink(missing_ok=True)
+        state.known_hosts_path(pod).unlink(missing_ok=True)
     # Images of older recipes that were in use when the current one was built
     # can go now (podman refuses while another pod still uses one).
     prune_old_images(podman, default_recipe())

@@ -238,7 +238,7 @@ def spec_label(args: Sequence[str]) -> str:
     return ""
 
 
-def ssh_config(spec: PodSpec, key: Path) -> str:
+def ssh_config(spec: PodSpec, key: Path, known_hosts: Path) -> str:
     lines = [f"# Written by `podctl sim up` for pod {spec.pod} ({spec.site_path}).", ""]
     for node in spec.all_nodes:
         names = [node.hostname] + ([f"{node.hostname}.{spec.domain}"] if spec.domain else [])
@@ -248,8 +248,8 @@ def ssh_config(spec: PodSpec, key: Path) -> str:
             "  User root",
             f"  IdentityFile {key}",
             "  IdentitiesOnly yes",
-            "  StrictHostKeyChecking no",
-            "  UserKnownHostsFile /dev/null",
+            "  StrictHostKeyChecking yes",
+            f"  UserKnownHostsFile {known_hosts}",
             "  LogLevel ERROR",
             "",
         ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..remote import Nodes, RemoteResult, command_line
-from .envelope import QUOTE_CHARS, STDERR_TAIL_CHARS, broken_envelope, finding, parse_envelope
+from .envelope import QUOTE_CHARS, STDERR_TAIL_CHARS, broken_envelope, finding, note_dropped, parse_envelope
 
 IMMEDIATE_S = 60
 
@@ -91,6 +91,7 @@ class SlurmJobs:
             envelope = parse_envelope(
                 result.stdout, result.returncode, _srun_reason(result.stderr), job.check, job.nodes[0]
             )
+            note_dropped(envelope, result.dropped_note)
         envelope["hosts"] = list(job.nodes)
         envelope.setdefault("details", {})["slurm"] = {
             "label": job.label,

@@ -69,7 +69,6 @@ def test_prepare_writes_inventory_playbook_and_settings(tmp_path: Path) -> None:
         fact_cache_dir=tmp_path / "cache",
         roles_path=tmp_path,
         private_key=key,
-        host_key_checking=False,
     )
     request = DeployRequest(
         site=site,

@@ -9,14 +9,14 @@ from podctl.ansible import DEFAULT_FORKS, MAX_FORKS, ansible_settings
 pytestmark = pytest.mark.deploy
 
 
-def _settings(hosts: int, fast: bool, host_key_checking: bool = True):
+def _settings(hosts: int, fast: bool, known_hosts: tuple[Path, ...] = ()):
     return ansible_settings(
         hosts=hosts,
         fast=fast,
         fact_cache_dir=Path("/r/cache/pod/facts"),
         roles_path=Path("/p/roles"),
         private_key=Path("/k/id"),
-        host_key_checking=host_key_checking,
+        known_hosts=known_hosts,
     )
 
 
@@ -46,13 +46,16 @@ def test_ansible_defaults() -> None:
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_host_key_checking(fast: bool) -> None:
-    strict = _settings(4, fast=fast, host_key_checking=True).envvars
-    assert strict["ANSIBLE_HOST_KEY_CHECKING"] == "True"
-    assert "UserKnownHostsFile=/dev/null" not in strict["ANSIBLE_SSH_ARGS"]
-    sim = _settings(4, fast=fast, host_key_checking=False).envvars
-    assert sim["ANSIBLE_HOST_KEY_CHECKING"] == "False"
-    assert "UserKnownHostsFile=/dev/null" in sim["ANSIBLE_SSH_ARGS"]
+def test_host_keys_are_always_checked_a_sim_pod_against_its_own_file(fast: bool) -> None:
+    real = _settings(4, fast=fast).envvars
+    assert real["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    assert "StrictHostKeyChecking=yes" in real["ANSIBLE_SSH_ARGS"]
+    assert "UserKnownHostsFile" not in real["ANSIBLE_SSH_ARGS"]  # ssh's own files: the user's and the system's
+    sim = _settings(4, fast=fast, known_hosts=(Path("/state/sim/pod/known_hosts"),)).envvars
+    assert sim["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    assert "StrictHostKeyChecking=yes" in sim["ANSIBLE_SSH_ARGS"]
+    assert "UserKnownHostsFile=/state/sim/pod/known_hosts" in sim["ANSIBLE_SSH_ARGS"]
+    assert "/dev/null" not in sim["ANSIBLE_SSH_ARGS"] and "StrictHostKeyChecking=no" not in sim["ANSIBLE_SSH_ARGS"]
 
 
 def test_a_crowded_sim_pod_allows_its_nodes_longer_to_answer_keepalives(monkeypatch) -> None:
@@ -67,7 +70,6 @@ def test_a_crowded_sim_pod_allows_its_nodes_longer_to_answer_keepalives(monkeypa
             fact_cache_dir=Path("/r"),
             roles_path=Path("/p"),
             private_key=None,
-            host_key_checking=False,
             emulated_nodes=emulated,
         ).envvars["ANSIBLE_SSH_ARGS"]
         return args.split("ServerAliveCountMax=")[1].split()[0]

@@ -151,8 +151,19 @@ def test_every_task_touching_a_secret_is_no_log() -> None:
     assert len(touching) >= 6, touching
 
 
+@pytest.fixture
+def sim_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """podctl's state holds the record of the sim pod `podctl sim up` made for the sim site."""
+    from podctl import state
+    from podctl.site import load_site
+
+    monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
+    state.write_pod_record("sim", {n.hostname: str(n.address) for n in load_site(SIM_SITE).nodes})
+
+
 def render(tmp_path: Path, overrides: dict) -> dict[str, str]:
-    """Render the role's templates with the sim inventory's facts plus `overrides`."""
+    """Render the role's templates with the sim inventory's facts (`podctl inventory`, which asks
+    podctl's state whether the nodes are a sim pod's) plus `overrides`."""
     inventory = tmp_path / "inventory"
     subprocess.run([PODCTL, "inventory", str(SIM_SITE), "-o", str(inventory)], check=True, capture_output=True)
     out = tmp_path / "out"
@@ -199,6 +210,7 @@ def render(tmp_path: Path, overrides: dict) -> dict[str, str]:
 
 
 @pytest.mark.ansible
+@pytest.mark.usefixtures("sim_record")
 def test_sim_renders_linuxproc_no_gres_and_the_site_topology(tmp_path: Path) -> None:
     files = render(tmp_path, {})
     conf = files["slurm.conf"].splitlines()
@@ -215,6 +227,16 @@ def test_sim_renders_linuxproc_no_gres_and_the_site_topology(tmp_path: Path) -> 
     assert "AccountingStorageType=accounting_storage/slurmdbd" in conf
     assert "SwitchName=su01 Nodes=node[01-03]" in files["topology.conf"]
     assert "Name=gpu" not in files["gres.conf"]
+
+
+@pytest.mark.ansible
+def test_a_site_file_cannot_switch_off_slurms_cgroup_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sim site's own profile says `emulated: true`; without the record of a pod `podctl sim up`
+    # made, its nodes get the cgroup plugins a real node gets.
+    monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "no-sim-here"))
+    conf = render(tmp_path, {})["slurm.conf"].splitlines()
+    assert "ProctrackType=proctrack/cgroup" in conf
+    assert "TaskPlugin=task/cgroup,task/affinity" in conf
 
 
 @pytest.mark.ansible

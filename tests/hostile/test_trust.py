@@ -84,8 +84,8 @@ def _keyfile() -> Path:
     return path if path.exists() else _new_key(path)
 
 
-def _nodes(port: int, key: Path | None, verify: bool) -> remote.Nodes:
-    target = remote.SshTarget("node01", "127.0.0.1", "root", key, verify_host_key=verify)
+def _nodes(port: int, key: Path | None, known_hosts: tuple[Path, ...] = ()) -> remote.Nodes:
+    target = remote.SshTarget("node01", "127.0.0.1", "root", key, known_hosts)
     nodes = remote.Nodes({"node01": target})
     original = nodes.connection
 
@@ -113,31 +113,51 @@ def test_an_unknown_host_key_is_refused_on_a_real_pod(
     known = tmp_path / "known_hosts"
     known.write_text("")
     monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (known,))
-    result = _nodes(port, client_key, verify=True).run("node01", "true", timeout_s=10)
+    result = _nodes(port, client_key).run("node01", "true", timeout_s=10)
     assert result.error and "host key is unknown" in result.error, result
     # Known: the connection gets past the host key, to the login the server refuses.
-    known.write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
-    result = _nodes(port, client_key, verify=True).run("node01", "true", timeout_s=10)
+    known.write_text(_known_line(port, host_key))
+    result = _nodes(port, client_key).run("node01", "true", timeout_s=10)
     assert result.error and "authentication failed" in result.error, result
     # Another key under the same name: refused as a changed key.
     other = paramiko.Ed25519Key.from_private_key_file(str(_new_key(tmp_path / "other")))
     known.write_text(f"[127.0.0.1]:{port} {other.get_name()} {other.get_base64()}\n")
-    result = _nodes(port, client_key, verify=True).run("node01", "true", timeout_s=10)
+    result = _nodes(port, client_key).run("node01", "true", timeout_s=10)
     assert result.error and "differs from the one in known_hosts" in result.error, result
 
 
-def test_the_sim_opts_out_of_host_key_checks(ssh_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    port, _ = ssh_server
+def _known_line(port: int, key: paramiko.PKey) -> str:
+    return f"[127.0.0.1]:{port} {key.get_name()} {key.get_base64()}\n"
+
+
+def _pod_known_hosts(tmp_path: Path, port: int, key: paramiko.PKey) -> tuple[Path, ...]:
+    """A sim pod's own known_hosts, as `podctl sim up` writes it, holding the server's key."""
+    path = tmp_path / "pod-known_hosts"
+    path.write_text(_known_line(port, key))
+    return (path,)
+
+
+def test_a_sim_pods_nodes_are_checked_against_its_own_known_hosts(
+    ssh_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, host_key = ssh_server
     monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
-    result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
+    client_key = _new_key(tmp_path / "client")
+    # Not in the pod's file either: refused, as on a real pod. No setting turns the check off.
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    result = _nodes(port, client_key, (empty,)).run("node01", "true", timeout_s=10)
+    assert result.error and "host key is unknown" in result.error, result
+    result = _nodes(port, client_key, _pod_known_hosts(tmp_path, port, host_key)).run("node01", "true", timeout_s=10)
     assert result.error and "authentication failed" in result.error, result
 
 
 @pytest.mark.parametrize("drops", [1, remote.HANDSHAKE_TRIES - 1])
 def test_a_handshake_the_server_drops_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drops) -> None:
     monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
-    with _ssh_server(drops) as (port, _, accepted):
-        result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
+    with _ssh_server(drops) as (port, key, accepted):
+        nodes = _nodes(port, _new_key(tmp_path / "client"), _pod_known_hosts(tmp_path, port, key))
+        result = nodes.run("node01", "true", timeout_s=10)
         # Past the dropped handshakes, to the login the server refuses (which is not tried again).
         assert result.error and "authentication failed" in result.error, result
         assert len(accepted) == drops + 1
@@ -147,46 +167,77 @@ def test_a_host_that_drops_every_handshake_is_unreachable_after_a_few_tries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(remote, "KNOWN_HOSTS_FILES", (tmp_path / "none",))
-    with _ssh_server(drops=100) as (port, _, accepted):
-        result = _nodes(port, _new_key(tmp_path / "client"), verify=False).run("node01", "true", timeout_s=10)
+    with _ssh_server(drops=100) as (port, key, accepted):
+        nodes = _nodes(port, _new_key(tmp_path / "client"), _pod_known_hosts(tmp_path, port, key))
+        result = nodes.run("node01", "true", timeout_s=10)
         assert result.error and "cannot reach node01 over SSH" in result.error, result
         assert len(accepted) == remote.HANDSHAKE_TRIES
 
 
-def test_validate_verifies_host_keys_unless_the_pod_is_the_sim() -> None:
+def test_only_the_sims_own_record_makes_a_pod_a_sim_never_the_site_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from podctl import state
     from podctl.remote import site_nodes as ssh_nodes
 
+    monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
     sim = load_site(REPO / "inventory" / "sim" / "site.yaml")
-    real = load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml")
-    assert not any(t.verify_host_key for t in ssh_nodes(sim, None).targets.values())
-    assert all(t.verify_host_key for t in ssh_nodes(real, None).targets.values())
+    # Every profile emulated, but no pod `podctl sim up` made: a real pod, as far as podctl knows.
+    assert sim.emulated and not state.sim_pod(sim)
+    assert all(t.known_hosts == () for t in ssh_nodes(sim, None).targets.values())
+    with pytest.raises(remote.PodctlError, match="no sim pod of this site is up"):
+        remote.private_key_for(sim, None, "podctl sim up")
+    # The sim's record of pod `sim`, at other addresses: still not this site.
+    state.write_pod_record("sim", {n.hostname: "10.99.0.9" for n in sim.nodes})
+    state.known_hosts_path("sim").write_text("")
+    assert not state.sim_pod(sim)
+    # The record of the nodes sim up made for this site: their keys come from the pod's own file.
+    state.write_pod_record("sim", {n.hostname: str(n.address) for n in sim.nodes})
+    assert state.sim_pod(sim)
+    assert all(t.known_hosts == (state.known_hosts_path("sim"),) for t in ssh_nodes(sim, None).targets.values())
+    assert all(
+        t.known_hosts == ()
+        for t in ssh_nodes(load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"), None).targets.values()
+    )
 
 
 SECRET = "s3cr3t-token"
 
 
-def _site_with_secret(tmp_path: Path) -> Path:
+# A token where package indexes and object stores put them: the userinfo, or the query string.
+SECRET_URLS = {
+    "userinfo": (f"https://ci-user:{SECRET}@pypi.example.com/simple", "ci-user:***@pypi.example.com"),
+    "query": (f"https://pypi.example.com/simple?token={SECRET}", "simple?token=***"),
+    "signed": (f"https://store.example.com/w/simple?X-Amz-Credential=a&X-Amz-Signature={SECRET}", "Signature=***"),
+    "bare": (f"https://pypi.example.com/simple?{SECRET}", "simple?***"),
+}
+
+
+def _site_with_secret(tmp_path: Path, url: str = SECRET_URLS["userinfo"][0]) -> Path:
     doc = yaml.safe_load((REPO / "inventory" / "sim" / "site.yaml").read_text())
-    doc["validation"]["tools"] = {"index_url": f"https://ci-user:{SECRET}@pypi.example.com/simple"}
+    doc["validation"]["tools"] = {"index_url": url}
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
 
 
-def test_a_secret_in_the_index_url_lives_only_in_a_0600_file(tmp_path: Path) -> None:
-    site = load_site(_site_with_secret(tmp_path))
+@pytest.mark.parametrize("form", sorted(SECRET_URLS))
+def test_a_secret_in_the_index_url_lives_only_in_a_0600_file(tmp_path: Path, form: str) -> None:
+    site = load_site(_site_with_secret(tmp_path, SECRET_URLS[form][0]))
     write_inventory(site, tmp_path / "inv")
     holding = [p for p in (tmp_path / "inv").rglob("*") if p.is_file() and SECRET in p.read_text()]
     assert [str(p.relative_to(tmp_path / "inv")) for p in holding] == [SITE_VARS]
     assert stat.S_IMODE(holding[0].stat().st_mode) == 0o600
 
 
-def test_plan_does_not_print_the_secret(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", sorted(SECRET_URLS))
+def test_plan_does_not_print_the_secret(tmp_path: Path, form: str) -> None:
+    url, shown = SECRET_URLS[form]
     for output in ("text", "json"):
-        ran = podctl("plan", str(_site_with_secret(tmp_path)), "-o", output)
+        ran = podctl("plan", str(_site_with_secret(tmp_path, url)), "-o", output)
         assert ran.rc == 0, ran.err
         assert SECRET not in ran.out
-    assert "ci-user:***@pypi.example.com" in ran.out  # the JSON plan: not cut to the terminal's width
+    assert shown in ran.out  # the JSON plan: not cut to the terminal's width
 
 
 def test_run_artifacts_are_redacted(tmp_path: Path) -> None:
@@ -231,6 +282,29 @@ def test_non_finite_figures_never_pass(value: float) -> None:
     run = CheckRun("burnin", "node", "n1", parse_envelope(text, 0, "", "burnin", "n1"))
     cert = judge("pod", {"n1": [Reference("memory_bandwidth", 10.0, 0.1, "GB/s", "t")]}, [run])
     assert not cert.certified and cert.failures["n1"]
+
+
+def test_a_check_the_launcher_refused_is_an_error_on_its_node_that_says_why() -> None:
+    from podctl.validate.envelope import parse_envelope
+    from podctl.validate.pod import target
+
+    site = load_site(REPO / "inventory" / "sim" / "site.yaml")
+    # validate's node suites and Slurm jobs run every check through the launcher, as the gate does.
+    assert target(site).tools.argv("validation.health")[:2] == [
+        "/usr/local/sbin/podctl-validation-exec",
+        "/opt/podctl-validation/venv/bin/python",
+    ]
+    stderr = (
+        "podctl-validation-exec: refused: /opt/podctl-validation/src/validation is writable by others (mode 0777)\n"
+    )
+    envelope = parse_envelope("", 77, stderr, "health", "node02")
+    assert envelope["status"] == "error" and envelope["host"] == "node02"
+    (message,) = [f["message"] for f in envelope["findings"]]
+    assert "not run: refused: /opt/podctl-validation/src/validation is writable by others" in message
+    assert "redeploy the validation tools" in message
+    run = CheckRun("health", "node", "node02", envelope)
+    cert = judge("pod", {"node02": []}, [run])
+    assert not cert.certified and cert.failures["node02"]
 
 
 # -- readers of tool output: linear in the input, a 300 KB hostile line refused in under a second --
@@ -281,3 +355,46 @@ def test_readers_are_linear_on_hostile_lines(reader: str) -> None:
         read(line)
         # Quadratic readers took 7 s and 112 s here on these lines; linear ones take milliseconds.
         assert time.monotonic() - started < 1.0, f"{reader} on {name}"
+
+
+# -- SSH's control sockets: a folder of this user's alone -----------------------------------------
+
+
+@pytest.mark.parametrize("squat", ["another-users", "open-to-others", "a-link"])
+def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str) -> None:
+    import os
+
+    from .conftest import assert_user_error
+
+    runtime = tmp_path / "run-user"
+    runtime.mkdir(mode=0o700)
+    folder = runtime / "podctl-ssh"
+    if squat == "a-link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        folder.symlink_to(tmp_path / "elsewhere")
+    else:
+        folder.mkdir(mode=0o700)
+        os.chmod(folder, 0o777)  # as another user's umask-less mkdir leaves it
+        if squat == "another-users":
+            os.chown(folder, 65534, 65534)
+    site = REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"
+    ran = podctl("deploy", str(site), "--runs-dir", str(tmp_path / "runs"), env={"XDG_RUNTIME_DIR": str(runtime)})
+    assert_user_error(ran, str(folder), "SSH's control sockets")
+    assert list(folder.iterdir()) == []  # no socket was made in it (through the link: in its target)
+
+
+def test_the_control_path_is_private_and_never_under_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from podctl.ansible import ansible_settings, control_path_dir
+
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    folder = control_path_dir()
+    assert folder == tmp_path / "home" / ".ansible" / "cp"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.geteuid()
+    settings = ansible_settings(
+        hosts=4, fast=True, fact_cache_dir=tmp_path / "f", roles_path=tmp_path, private_key=None
+    )
+    assert settings.envvars["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(folder)
+    assert "/tmp/podctl-ssh" not in str(settings.envvars)

@@ -152,6 +152,7 @@ def test_hostile_inventory_values_render_as_text(sim_pod: Any, tmp_path: Path, t
     """podctl's render path (the roles in check mode, as conformance runs them) over an inventory whose
     every value ends in console markup and a template: nothing runs, each value is on one line as written.
     The same inventory written as plain YAML (no !unsafe) does run the template: the test can fail."""
+    from podctl import state
     from podctl.ansible import ansible_settings
     from podctl.assets import roles_dir
     from podctl.remote import private_key_for
@@ -162,9 +163,9 @@ def test_hostile_inventory_values_render_as_text(sim_pod: Any, tmp_path: Path, t
     site = load_site(sim_pod.site)
     work = tmp_path / "work"
     inventory = work / "inventory"
-    write_inventory(site, inventory)
+    write_inventory(site, inventory, sim=True)
     hosts = frozenset(n.hostname for n in site.nodes)
-    for rel in render(site):
+    for rel in render(site, sim=True):
         if rel != "hosts.yml":
             path = inventory / rel
             data = _poison(yamlout.load(path.read_text()), suffix, hosts)
@@ -176,7 +177,7 @@ def test_hostile_inventory_values_render_as_text(sim_pod: Any, tmp_path: Path, t
         fact_cache_dir=work / "facts",
         roles_path=roles_dir(),
         private_key=private_key_for(site, None, "sim up"),
-        host_key_checking=False,
+        known_hosts=state.pod_known_hosts(site),
     )
     try:
         check_drift(inventory, work, settings, [n.hostname for n in site.nodes], lambda _m: None)

@@ -159,6 +159,6 @@ def test_pod_name_must_suit_podman():
 
 
 def test_ssh_config_names_every_node(pod, tmp_path):
-    text = sp.ssh_config(pod, tmp_path / "id_ed25519")
+    text = sp.ssh_config(pod, tmp_path / "id_ed25519", tmp_path / "known_hosts")
     assert "Host node03 node03.sim.podctl.internal\n  HostName 10.89.0.13" in text
     assert f"IdentityFile {tmp_path / 'id_ed25519'}" in text

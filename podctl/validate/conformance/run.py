@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ... import assets
+from ... import assets, state
 from ...ansible import AnsibleSettings, ansible_settings, control_path_dir, refuse_templates, run_environment
 from ...errors import PodctlError
 from ...model import Site
@@ -78,9 +78,8 @@ def run_conformance(
         fact_cache_dir=workdir / "facts",
         roles_path=assets.roles_dir(),
         private_key=private_key,
-        # The sim's containers get fresh host keys on every `sim up`, as in podctl deploy.
-        host_key_checking=not site.emulated,
-        emulated_nodes=len(site.nodes) if site.emulated else 0,
+        known_hosts=state.pod_known_hosts(site),
+        emulated_nodes=len(site.nodes) if state.sim_pod(site) else 0,
     )
 
     started = time.monotonic()
@@ -114,7 +113,6 @@ def run_tests(
     """Run test_conformance.py; returns the JUnit file and, if pytest did not finish, why."""
     junit = workdir / JUNIT_NAME
     junit.unlink(missing_ok=True)
-    control_path_dir().mkdir(mode=0o700, exist_ok=True)
     # testinfra's ssh backend reads ssh_args from ansible.cfg, not from
     # ANSIBLE_SSH_ARGS, and the key from --ssh-identity-file (or the
     # inventory's ansible_ssh_private_key_file), not ANSIBLE_PRIVATE_KEY_FILE.

@@ -96,6 +96,7 @@ def ansible_settings(
     private_key: Path | None,
     known_hosts: tuple[Path, ...] = (),
     emulated_nodes: int = 0,
+    vault_env: Mapping[str, str] | None = None,
 ) -> AnsibleSettings:
     """Host keys are always checked: against `known_hosts` when given (a sim pod's own file, see
     podctl.state.pod_known_hosts), else against the user's and the system's known_hosts as ssh
@@ -110,6 +111,8 @@ def ansible_settings(
     }
     if private_key is not None:
         env["ANSIBLE_PRIVATE_KEY_FILE"] = str(private_key)
+    # How Ansible opens the site's !vault values (podctl.secrets.vault_env).
+    env.update(vault_env or {})
     known = " ".join(str(p) for p in known_hosts)
     ssh_known = " -o StrictHostKeyChecking=yes" + (f" -o {shlex.quote('UserKnownHostsFile=' + known)}" if known else "")
     # A node that dies mid-task (power cut) sends no FIN: without keepalives its

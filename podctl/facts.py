@@ -217,7 +217,7 @@ class Facts:
             source = (
                 f"wheels from {tools.wheels}"
                 if tools.wheels
-                else (redact_urls(tools.index_url or "") or "the default index")
+                else (redact_urls(str(tools.index_url or "")) or "the default index")
             )
             out["validation-tools"].append(
                 {

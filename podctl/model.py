@@ -286,6 +286,19 @@ VALIDATION_EXEC = "/usr/local/sbin/podctl-validation-exec"
 
 
 @dataclass(frozen=True)
+class Secret:
+    """A site value not held in clear in the site file: ansible-vault ciphertext (`!vault`, which
+    Ansible decrypts with the vault secret podctl passes it), or the path of a file of the user's
+    own, mode 0600, that podctl reads when it writes the inventory's 0600 file."""
+
+    vault: str | None = None
+    file: str | None = None
+
+    def __str__(self) -> str:
+        return "(an ansible-vault value)" if self.vault is not None else f"(the content of {self.file})"
+
+
+@dataclass(frozen=True)
 class ValidationTools:
     """Where and from what the validation-tools stage installs the node-side code.
 
@@ -296,12 +309,16 @@ class ValidationTools:
 
     path: str
     wheels: Path | None  # a folder on the controller
-    index_url: str | None
+    index_url: str | Secret | None
     packages: tuple[str, ...]
 
     @property
     def python(self) -> str:
         return f"{self.path}/venv/bin/python"
+
+    @property
+    def secrets(self) -> tuple[Secret, ...]:
+        return (self.index_url,) if isinstance(self.index_url, Secret) else ()
 
     def argv(self, module: str, *args: str) -> list[str]:
         """How root runs `python -m module args` on a node: through VALIDATION_EXEC."""

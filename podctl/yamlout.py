@@ -29,6 +29,13 @@ _SPECIAL = re.compile(
     r"null|Null|NULL|~)"
 )
 UNSAFE_TAG = "!unsafe"
+VAULT_TAG = "!vault"
+
+
+class Vaulted(str):
+    """ansible-vault ciphertext: written with its tag, as a literal block, for Ansible to open."""
+
+
 # Line breaks YAML 1.1 knows beyond \n and \r, which JSON's encoder leaves as they are.
 _YAML_BREAKS = {"\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -101,6 +108,11 @@ def _emit(value: object, indent: int, out: list[str]) -> None:
 
 
 def _inline(value: object, indent: int) -> str:
+    if isinstance(value, Vaulted):
+        lines = value.strip().split("\n")
+        if not all(line.strip() and all(c.isalnum() or c in ";.$_-" for c in line.strip()) for line in lines):
+            raise ValueError("a vault value holds something other than ansible-vault's ciphertext")
+        return f"{VAULT_TAG} |\n" + "\n".join(" " * indent + line.strip() for line in lines)
     if isinstance(value, dict):
         return "{}"
     if isinstance(value, list):
@@ -130,6 +142,7 @@ class _Reader(yaml.SafeLoader):
 
 
 _Reader.add_constructor(UNSAFE_TAG, lambda loader, node: loader.construct_scalar(node))
+_Reader.add_constructor(VAULT_TAG, lambda loader, node: Vaulted(loader.construct_scalar(node)))
 
 
 def load(text: str) -> object:

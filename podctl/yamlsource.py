@@ -67,6 +67,9 @@ def _location(file: str, mark: yaml.Mark) -> Location:
 MAX_VALUES = 50_000
 MAX_DEPTH = 64
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# ansible-vault's tag: `key: !vault |` and the ciphertext `ansible-vault encrypt_string` prints. Read
+# as {"vault": ciphertext}; the schema says where a secret may be one (validation.tools.index_url).
+VAULT_TAG = "!vault"
 
 
 class _Refused(Exception):
@@ -179,6 +182,9 @@ class _Converter:
                 "too-deep",
             )
         self.source.value_marks.setdefault(path, node.start_mark)
+        if isinstance(node, yaml.ScalarNode) and node.tag == VAULT_TAG:
+            # Ciphertext of ansible-vault: kept as such, for the schema to place and Ansible to open.
+            return {"vault": node.value.strip()}  # a literal block's final newline is YAML's, not the value's
         if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             return _construct_scalar(node, self.constructor)
         if id(node) in self.open:

@@ -7,6 +7,7 @@ the run stopped at --max-fail-percent (the recap names hosts and tasks);
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -21,8 +22,10 @@ from rich.text import Text
 
 from .. import assets, state
 from ..ansible import ansible_settings, refuse_templates, stdout_tail
+from ..cliopts import vault_options
 from ..console import make_console, piped_width, styled
 from ..remote import private_key_for
+from ..secrets import resolve_files, vault_env
 from .errors import DeployError
 from .limit import expand_limit
 from .recap import Recap
@@ -214,6 +217,7 @@ def print_result(result: DeployResult, console: Console) -> None:
     default=None,
     help="Folder with site.yml and the stage playbooks (default: podctl's own).",
 )
+@vault_options
 def deploy(
     site_file: Path,
     only: str | None,
@@ -226,6 +230,8 @@ def deploy(
     ansible_defaults: bool,
     private_key: Path | None,
     playbooks_dir: Path | None,
+    vault_password_files: tuple[str, ...],
+    vault_ids: tuple[str, ...],
 ) -> None:
     """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring, validation-tools."""
     from podctl.site import load_site
@@ -241,6 +247,7 @@ def deploy(
     hosts = expand_limit(limit, all_hosts) if limit else all_hosts
     private_key = private_key_for(site, private_key, f"podctl sim up {site_file}")
     refuse_templates({"the sim's SSH key": private_key or ""})
+    resolve_files(site)  # a secret file that cannot be used stops the deploy before anything runs
     settings = ansible_settings(
         hosts=len(hosts),
         fast=not ansible_defaults,
@@ -249,6 +256,7 @@ def deploy(
         private_key=private_key,
         known_hosts=state.pod_known_hosts(site),
         emulated_nodes=len(site.nodes) if state.sim_pod(site) else 0,
+        vault_env=vault_env(site, vault_password_files, vault_ids, os.environ),
     )
     request = DeployRequest(
         site=site,

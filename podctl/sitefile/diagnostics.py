@@ -60,8 +60,9 @@ def profile_validator() -> jsonschema.protocols.Validator:
 # newline starts a new line in the config file the value lands in).
 
 TEMPLATE_MARKERS = ("{{", "{%", "{#")
-# Free text that podctl never writes into a configuration line may span lines.
-MULTILINE_KEYS = frozenset({"description"})
+# Free text that podctl never writes into a configuration line may span lines, and so does
+# ansible-vault's ciphertext (hex lines under a header: the schema holds it to that).
+MULTILINE_KEYS = frozenset({"description", "vault"})
 MAX_STRING = 2048
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})

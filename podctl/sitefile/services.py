@@ -16,6 +16,7 @@ from ..model import (
     Partition,
     Profile,
     Role,
+    Secret,
     Slurm,
     StorageMount,
     ThresholdOverride,
@@ -328,7 +329,10 @@ class ServiceSections:
             packages = ("torch", "numpy", "nvidia-ml-py")
         else:
             packages = ("torch", "numpy")
-        return ValidationTools(path=where, wheels=wheels, index_url=t.get("index_url"), packages=packages)
+        index = t.get("index_url")
+        if isinstance(index, dict):
+            index = Secret(vault=index.get("vault"), file=index.get("file"))
+        return ValidationTools(path=where, wheels=wheels, index_url=index, packages=packages)
 
     @staticmethod
     def writable_by_others(where: str, storage: tuple[StorageMount, ...]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import __version__
+from ..cliopts import vault_options
 from ..console import make_console, styled
 from ..errors import EXIT_ERRORS
 from ..model import Site
@@ -118,6 +120,7 @@ def _suites(value: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="The HCAs' GUIDs ('HOST RAIL GUID' lines) for the cabling check; default: read on the nodes over SSH.",
 )
+@vault_options
 def validate(
     site_file: Path | None,
     local: bool,
@@ -136,6 +139,8 @@ def validate(
     nccl_tests: str | None,
     only: str | None,
     anchors_file: Path | None,
+    vault_password_files: tuple[str, ...],
+    vault_ids: tuple[str, ...],
 ) -> None:
     """Run the validation suites, judge them, and write the certification report.
 
@@ -170,6 +175,7 @@ def validate(
             drain,
             FabricDumps(ibnetdiscover, iblinkinfo, anchors_file, ibqueryerrors, lfts),
             _hostlist(only),
+            vault=(vault_password_files, vault_ids),
         )
         return
     chosen = _suites(suites, LOCAL_SUITES)
@@ -177,6 +183,8 @@ def validate(
         raise click.UsageError("--local takes no SITE; name the host's hardware with --profile")
     for name, value in (
         ("--private-key", private_key),
+        ("--vault-password-file", vault_password_files or None),
+        ("--vault-id", vault_ids or None),
         ("--nodes", only),
         ("--ibnetdiscover", ibnetdiscover),
         ("--iblinkinfo", iblinkinfo),
@@ -288,14 +296,17 @@ def validate_site(
     drain: bool,
     dumps: FabricDumps,
     only: tuple[str, ...] = (),
+    vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
     from ..remote import private_key_for, site_nodes
+    from ..secrets import vault_env
     from ..site import load_site
     from .ledger import record_certifications
     from .pod import validate_pod
 
     site = load_site(site_file)
     private_key = private_key_for(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")
+    opens_vault = vault_env(site, *vault, os.environ) if "conformance" in chosen else {}
     extra, notes, guid_names = _cabling(site, dumps, private_key)
     forwarding = None
     if dumps.lfts is not None:
@@ -328,6 +339,7 @@ def validate_site(
         ibqueryerrors=dumps.ibqueryerrors,
         names_by_guid=guid_names,
         forwarding=forwarding,
+        vault_env=opens_vault,
     )
     meta = {**result.meta, "podctl": __version__}
     paths = write_report(report_dir, result.cert, result.runs, meta)

@@ -4,8 +4,8 @@ Uses the session's shared sim pod (see conftest.py), deployed once by its fixtur
 real Ansible through ansible-runner, which installs and starts inside the containers chrony,
 munge, slurmctld, slurmdbd + MariaDB, slurmd (Debian's Slurm), Prometheus,
 Alertmanager, node_exporter and the Slurm exporter, and pip-installs torch
-from the wheel folder `make sim-wheels` makes into a virtualenv on the shared
-/home/shared (the validation-tools stage). The tests run in order
+from the wheel folder `make sim-wheels` makes into a virtualenv on each compute node's local
+disk, root's alone (the validation-tools stage). The tests run in order
 and build on each other (one pod, deployed once, and these tests first): the first deploy, a
 no-change re-run that must change and restart nothing on any node, the pod's behaviour (Slurm
 jobs, accounting, Prometheus targets, the munge key), a partition change that must reconfigure
@@ -113,15 +113,68 @@ def test_rendered_files_on_the_nodes(deploy_pod: DeployPod) -> None:
     assert "memlock unlimited" in deploy_pod.ssh("node01", "cat /etc/security/limits.d/90-podctl-hpc.conf")
 
 
+TOOLS = "/opt/podctl-validation"
+EXEC = "/usr/local/sbin/podctl-validation-exec"
+
+
 def test_validation_tools_on_every_compute_node(deploy_pod: DeployPod) -> None:
-    # Installed once on the shared /home/shared (from the wheel folder), seen by every compute node.
-    python = "/home/shared/podctl-validation/venv/bin/python"
+    # On each compute node's local disk (from the wheel folder), root's alone; run as root runs them
+    # (-I -B: nothing written beside the package, which the record of the install would not hold).
+    python = f"{TOOLS}/venv/bin/python"
     for host in COMPUTE:
         out = deploy_pod.ssh(
-            host, f"cd / && {python} -c 'import torch, validation; print(torch.__version__, validation.__file__)'"
+            host, f"cd / && {python} -I -B -c 'import torch, validation; print(torch.__version__, validation.__file__)'"
         )
-        assert out.split() == ["2.13.0+cpu", "/home/shared/podctl-validation/src/validation/__init__.py"], (host, out)
-    assert "usage" in deploy_pod.ssh("node02", f"cd /tmp && {python} -m validation.health --help")
+        assert out.split() == ["2.13.0+cpu", f"{TOOLS}/src/validation/__init__.py"], (host, out)
+        # Nothing under the tools, or the launcher, is anyone's but root's, or writable by anyone else.
+        others = deploy_pod.ssh(
+            host, f"find {TOOLS} {EXEC} \\( ! -user root -o \\( -perm /022 ! -type l \\) \\) -print"
+        )
+        assert others == "", (host, others)
+    assert "usage" in deploy_pod.ssh("node02", f"cd /tmp && {EXEC} {python} -m validation.health --help")
+
+
+def test_root_runs_no_module_planted_where_the_gate_runs_nor_in_the_tools(deploy_pod: DeployPod) -> None:
+    """The attacks on the gate, on a deployed node under slurmd: a module planted in slurmd's working
+    folder (the slurm account's /var/log/slurm) never runs; a file of the tools another user could
+    write is refused, and the gate says so in its record and drains nobody; the next deploy finds
+    the tools are not what it installed and puts them back, restarting nothing."""
+    canary = "/run/podctl-test-ran-as-root"
+    plant = (
+        "install -d -o slurm -g slurm /var/log/slurm/validation && "
+        "printf '' > /var/log/slurm/validation/__init__.py && "
+        f'printf \'open("{canary}", "w")\\n\' > /var/log/slurm/validation/health.py && '
+        "chown -R slurm:slurm /var/log/slurm/validation"
+    )
+    gate = "cd /var/log/slurm && PYTHONPATH=/var/log/slurm /usr/local/sbin/podctl-healthcheck --no-drain --print"
+    try:
+        assert deploy_pod.sh("node01", plant).returncode == 0
+        record = json.loads(deploy_pod.ssh("node01", gate))
+        assert record["status"] == "pass" and record["refused"] is None, record
+        assert deploy_pod.sh("node01", f"test -e {canary}").returncode == 1, "the planted module ran as root"
+    finally:
+        deploy_pod.sh("node01", f"rm -rf /var/log/slurm/validation {canary}")
+    # node02: a module of the tools another user could have written (a squashed or user-owned file),
+    # and a .pth file planted in the virtualenv's site-packages (its import lines run at every start).
+    site_packages = deploy_pod.ssh("node02", f"ls -d {TOOLS}/venv/lib/python3*/site-packages").strip()
+    deploy_pod.ssh(
+        "node02",
+        f"chown nobody {TOOLS}/src/validation/health.py && echo 'import os' > {site_packages}/zz-planted.pth",
+    )
+    record = json.loads(deploy_pod.ssh("node02", "/usr/local/sbin/podctl-healthcheck --print"))
+    assert record["status"] == "error" and "owned by uid 65534" in (record["refused"] or ""), record
+    prom = deploy_pod.ssh("node02", "cat /var/lib/prometheus/node-exporter/podctl_health.prom")
+    assert "podctl_health_refused 1" in prom
+    assert _sinfo_states(deploy_pod)["node02"] == "idle"  # a refusal is an alert, never a drain
+    before = deploy_pod.daemons()
+    recap, _ = _deploy(deploy_pod, "--only", "validation-tools", "--limit", "node02")
+    assert recap["hosts"]["node02"]["changed"] > 0 and recap["hosts"]["node02"]["failed"] == 0, recap
+    assert not daemons_changed(before, deploy_pod.daemons())
+    assert deploy_pod.sh("node02", f"test -e {site_packages}/zz-planted.pth").returncode == 1
+    others = deploy_pod.ssh("node02", f"find {TOOLS} \\( ! -user root -o \\( -perm /022 ! -type l \\) \\) -print")
+    assert others == ""
+    record = json.loads(deploy_pod.ssh("node02", "/usr/local/sbin/podctl-healthcheck --print"))
+    assert record["status"] == "pass", record
 
 
 def _sinfo_states(pod: DeployPod) -> dict[str, str]:

@@ -398,3 +398,34 @@ def test_the_control_path_is_private_and_never_under_tmp(tmp_path: Path, monkeyp
     )
     assert settings.envvars["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(folder)
     assert "/tmp/podctl-ssh" not in str(settings.envvars)
+
+
+# -- what a node prints is kept to a bound ---------------------------------------------------------
+
+
+def test_the_fan_out_keeps_the_end_of_a_nodes_output_and_says_how_much_went() -> None:
+    from invoke.runners import Result
+
+    from podctl.remote import KEEP_STDERR, KEEP_STDOUT, _CappedRemote, _result
+
+    runner = object.__new__(_CappedRemote)  # only its stream handling, no connection
+    envelope = '{"check": "health", "status": "pass"}\n'
+    chunks = ["x" * 1000 + "\n"] * 3000 + [envelope]  # 3 MB of noise, then the result line
+
+    def read(_reader):
+        yield from chunks
+
+    runner.read_proc_output = read  # type: ignore[method-assign]
+    out: list[str] = []
+    runner.handle_stdout(out, True, None)
+    err: list[str] = []
+    runner.handle_stderr(err, True, None)
+    value = Result(stdout="".join(out), stderr="".join(err), exited=0)
+    result = _result("node07", value, 60)
+    assert len(result.stdout) == KEEP_STDOUT and result.stdout.endswith(envelope)
+    assert len(result.stderr) == KEEP_STDERR
+    total = sum(map(len, chunks))
+    assert result.dropped == (total - KEEP_STDOUT) + (total - KEEP_STDERR)
+    assert "node07 printed" in result.dropped_note and "512 KiB of stdout" in result.dropped_note
+    small = _result("node08", Result(stdout=envelope, stderr="", exited=0), 60)
+    assert (small.stdout, small.dropped, small.dropped_note) == (envelope, 0, "")

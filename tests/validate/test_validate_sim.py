@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from podctl.remote import HANDSHAKES_PER_HOST, private_key_for, site_nodes
+from podctl.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, private_key_for, site_nodes
 from podctl.site import load_site
 from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, podctl
 
@@ -102,6 +102,19 @@ def test_many_commands_at_once_on_one_host_all_run_under_sshds_default_limits(po
     assert not bad, f"{len(bad)} of {many} failed: {bad[:3]}"
     assert [r.stdout.strip() for r in results] == [str(i) for i in range(many)]
     assert wall < many * hold_s / 4, f"{many} commands of {hold_s} s took {wall:.0f} s: not side by side"
+
+
+def test_a_node_that_floods_its_output_costs_the_controller_a_bounded_amount(pod: Pod) -> None:
+    # What a hostile or broken node prints is not trusted: podctl keeps its end (where a check's
+    # result is) and says how much more there was.
+    site = load_site(pod.site)
+    nodes = site_nodes(site, private_key_for(site, None, "podctl sim up"))
+    flood = 8 * 1024 * 1024
+    results = nodes.run_each({"node01": f"head -c {flood} /dev/zero | tr '\\0' x; echo; echo END"}, timeout_s=120)
+    r = results["node01"]
+    assert r.returncode == 0 and r.error is None, r.error
+    assert len(r.stdout) == KEEP_STDOUT and r.stdout.endswith("\nEND\n")
+    assert r.dropped == flood + len("\nEND\n") - KEEP_STDOUT and "node01 printed" in r.dropped_note
 
 
 def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_node(pod: Pod) -> None:

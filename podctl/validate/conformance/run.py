@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ def run_conformance(
     workdir: Path,
     private_key: Path | None,
     on_progress: Callable[[str], None] | None = None,
+    vault_env: Mapping[str, str] | None = None,
 ) -> list[CheckRun]:
     """Certify that the pod in `inventory_dir` (podctl.inventory.write_inventory of `site`)
     is configured as podctl would configure it now. One CheckRun per node of the site."""
@@ -80,6 +81,7 @@ def run_conformance(
         private_key=private_key,
         known_hosts=state.pod_known_hosts(site),
         emulated_nodes=len(site.nodes) if state.sim_pod(site) else 0,
+        vault_env=vault_env,
     )
 
     started = time.monotonic()

@@ -1,0 +1,30 @@
+"""Command-line options that more than one command takes (a layer beneath the commands' cli
+modules, which never import each other)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def vault_options(command: F) -> F:
+    """--vault-password-file and --vault-id: the vault secret Ansible opens the site's `!vault`
+    values with (podctl.secrets)."""
+    command = click.option(
+        "--vault-id",
+        "vault_ids",
+        multiple=True,
+        metavar="ID@FILE",
+        help="An ansible-vault identity for the site's !vault values (repeatable); FILE holds the password.",
+    )(command)
+    return click.option(
+        "--vault-password-file",
+        "vault_password_files",
+        multiple=True,
+        type=click.Path(dir_okay=False, exists=True),
+        help="A file holding the ansible-vault password of the site's !vault values (repeatable).",
+    )(command)

@@ -172,13 +172,13 @@ def routes(
         raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
     fab, plan, names = _plan(site_file, fabric_name)
     guid_names: dict[str, str] = {}
+    lid_names: dict[int, str] = {}
     if ibnetdiscover_file is not None:
         anchors = read_anchors(str(anchors_file)) if anchors_file else None
-        guid_names = dict(
-            check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0].names
-        )
+        report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
+        guid_names, lid_names = dict(report.names), dict(report.lids)
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
-    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names)
+    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names, names_by_lid=lid_names)
     if output == "json":
         click.echo(json.dumps({"site": str(site_file), "lfts": str(lfts_file), **result.as_dict()}, indent=2))
     else:
@@ -186,6 +186,8 @@ def routes(
             click.echo(f"warning: {warning}", err=True)
         for line in result.placed.unplaced:
             click.echo(f"not placed: {line}")
+        for missing in result.placed.missing_top:
+            click.echo(f"not dumped: {missing.render()}")
         for problem in result.problems:
             click.echo(f"route: {problem}")
         if result.problem_count > len(result.problems):

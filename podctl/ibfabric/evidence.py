@@ -82,9 +82,12 @@ def place_counters(
     cables = _Cables(plan, hca_names)
     evidence: list[PortEvidence] = []
     unplaced: list[str] = []
+    # ibqueryerrors reads a switch's counters over all its ports first (`port ALL`) and, when they
+    # count, each port's: the ports' lines then hold what the ALL line sums, and count once.
+    detailed = {port.node for port in counters.ports if port.port is not None}
     for port in counters.ports:
         found = over_threshold(port.counters)
-        if not found:
+        if not found or (port.port is None and port.node in detailed):
             continue
         what = ", ".join(found)
         where = f"{port.desc or port.node} port {'ALL' if port.port is None else port.port} ({port.source})"

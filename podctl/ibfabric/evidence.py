@@ -201,7 +201,9 @@ class CounterReport:
             node = cable.lower.device if cable.tier == "node-leaf" else None
             rail = cable.lower.port if cable.tier == "node-leaf" else None
             upper = f"{cable.upper.device}[{cable.upper.port}]"
-            rows.append({"end_a": upper, "end_b": lower, "tier": cable.tier, "node": node, "rail": rail, "what": item.what})
+            rows.append(
+                {"end_a": upper, "end_b": lower, "tier": cable.tier, "node": node, "rail": rail, "what": item.what}
+            )
         return rows
 
 
@@ -216,4 +218,6 @@ def counter_report(
 ) -> CounterReport:
     """The ports of `counters` over THRESHOLDS, on the plan's cables (see place_counters)."""
     placed = place_counters(plan, counters, naming, hca_names, names_by_guid, names_by_lid)
-    return CounterReport(source, len(counters.ports), tuple(merged(placed.evidence)), placed.unplaced, counters.warnings)
+    return CounterReport(
+        source, len(counters.ports), tuple(merged(placed.evidence)), placed.unplaced, counters.warnings
+    )

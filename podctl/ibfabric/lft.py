@@ -42,7 +42,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from podctl.model import HcaNames
+from podctl.model import HcaNames, hca_name
 from podctl.topology import FabricPlan
 
 from .identity import Naming, PlannedNames, parse_guid
@@ -306,6 +306,7 @@ class MissingTop:
     lid: int
     owner: str | None  # whose port it is, where the fabric's ibnetdiscover dump says (a planned name)
     switches: tuple[str, ...]  # the tables that lack it: planned names, else the dump's descriptions
+    destination: tuple[str, int] | None = None  # the owner as (host, rail), where it is an HCA of the plan
 
     def render(self) -> str:
         whose = f", {self.owner}" if self.owner else ", whose port the dump does not say: give --ibnetdiscover"
@@ -412,8 +413,14 @@ def place_forwarding(
                 else ""
             )
         )
+    owners = names_by_lid or {}
     missing = tuple(
-        MissingTop(lid, (names_by_lid or {}).get(lid), tuple(table_names.get(id(t), t.desc) for t in tables))
+        MissingTop(
+            lid,
+            owners.get(lid),
+            tuple(table_names.get(id(t), t.desc) for t in tables),
+            planned.hca_at.get(owners.get(lid, "")),
+        )
         for lid, tables in sorted(lfts.missing_top().items())
     )
     return PlacedForwarding(forwarding, tuple(unplaced), placed, missing)
@@ -434,6 +441,7 @@ class RouteCheck:
     modelled: tuple[str, ...]  # switches a route crossed that the dump has no table (or entry) for
     uncrossed: Mapping[str, tuple[int, int]]  # switch tier -> (cables no route crosses, cables of the tier)
     differ: int  # (switch, destination) entries the subnet manager forwards other than podctl's model; -1: not compared
+    unrouted: tuple[tuple[str, int], ...] = ()  # planned (host, rail) that no table routes: the SM gave them no LID
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -446,10 +454,13 @@ class RouteCheck:
             "modelled_switches": list(self.modelled),
             "uncrossed": {t: {"cables": n, "of": total} for t, (n, total) in self.uncrossed.items()},
             "differ_from_model": self.differ,
+            "unrouted": [{"host": host, "rail": rail} for host, rail in self.unrouted],
         }
 
 
-def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool = True) -> RouteCheck:
+def check_routes(
+    plan: FabricPlan, placed: PlacedForwarding, compare_model: bool = True, hca_names: HcaNames | None = None
+) -> RouteCheck:
     """Follow every route; with `compare_model`, also count the entries podctl's model would forward
     otherwise (a third of the work at 1,344 nodes: `podctl fabric routes` says it, validate skips it)."""
     from podctl.localize.routing import Router, RoutingError
@@ -479,6 +490,27 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
                         seen.add(str(exc))
                         if len(problems) < MAX_PROBLEMS:
                             problems.append(str(exc))
+    # A planned HCA that no table routes has no LID: the subnet manager never reached its port (down,
+    # or its cable out). The top LID ibroute failed to print is the tool's loss, not the fabric's; when
+    # the dump cannot say whose that LID is, the HCAs no table routes are listed but accuse nothing.
+    routed = {dst for table in placed.forwarding.values() for dst in table}
+    explained = {m.destination for m in placed.missing_top}
+    unrouted = tuple(
+        (host, rail)
+        for host in router.hosts
+        for rail in range(1, router.rails + 1)
+        if (host, rail) not in routed and (host, rail) not in explained
+    )
+    if not any(m.destination is None for m in placed.missing_top):
+        for host, rail in unrouted:
+            leaf = plan.leaf_port(host, rail)
+            seen.add(f"unrouted {host} {rail}")
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(
+                    f"no table routes {host} {hca_name(host, rail, hca_names)} (rail {rail}, its cable at "
+                    f"{leaf.device}[{leaf.port}]): the subnet manager "
+                    "gave its port no LID; is the port down or its cable out?"
+                )
     uncrossed: dict[str, tuple[int, int]] = {}
     if not problems:
         crossed = {c for rail in range(1, router.rails + 1) for c in router.users(rail)}
@@ -499,7 +531,7 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
         if compare_model
         else -1
     )
-    return RouteCheck(placed, tuple(problems), len(seen), tuple(sorted(router.modelled)), uncrossed, differ)
+    return RouteCheck(placed, tuple(problems), len(seen), tuple(sorted(router.modelled)), uncrossed, differ, unrouted)
 
 
 def routes_from_dump(
@@ -515,4 +547,4 @@ def routes_from_dump(
     `podctl validate --lfts` alike. CablingError when it is no dump of this fabric."""
     lfts = read_lfts(path)
     placed = place_forwarding(plan, lfts, hca_names, naming, names_by_guid, names_by_lid)
-    return lfts, check_routes(plan, placed, compare_model)
+    return lfts, check_routes(plan, placed, compare_model, hca_names)

@@ -56,16 +56,20 @@ _CLIENT_VARIABLES = ("LD_PRELOAD", "IBSIM_SOCKNAME", "IBSIM_SERVER_NAME", "IBSIM
 _TOOL_DIRS = ("/usr/sbin", "/sbin", "/usr/bin")
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def _die_with(parent: int) -> Callable[[], None]:
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], keep_running: bool, **kwargs: object) -> subprocess.Popen:
     """A child process that ends with this one, or (`keep_running`) one in a session of its own."""
     if keep_running:
         return subprocess.Popen(argv, env=dict(env), start_new_session=True, **kwargs)  # type: ignore[call-overload]
-    return subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with(os.getpid()), **kwargs)  # type: ignore[call-overload]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, alive: Callable[[], str | None]) -> None:

@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .install import IbsimError, Install, find_install, need_tools, network_limits
 from .network import node_id, node_ids
@@ -123,6 +124,10 @@ class ToolRun:
     seconds: float
 
 
+class _Stoppable(Protocol):
+    def stop(self, timeout: float = ...) -> None: ...
+
+
 class SimulatedFabric:
     def __init__(self, workdir: Path, state: Mapping[str, object], process: subprocess.Popen | None = None) -> None:
         self.workdir = workdir
@@ -130,7 +135,7 @@ class SimulatedFabric:
         self.install = Install(str(state["ibsim"]), str(state["umad2sim"]), tuple(state["version"]))  # type: ignore[arg-type]
         self._process = process
         self._ids: dict[str, str] | None = None
-        self.managers: list[object] = []  # subnet managers started here, stopped with the fabric
+        self.managers: list[_Stoppable] = []  # subnet managers started here, stopped with the fabric
         self.warnings: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -266,7 +271,7 @@ class SimulatedFabric:
     def stop(self, timeout: float = 20.0) -> None:
         """Stop the subnet managers started here, then ibsim; idempotent."""
         for manager in reversed(self.managers):
-            manager.stop()  # type: ignore[attr-defined]
+            manager.stop()
         self.managers.clear()
         if self._ended() is None:
             os.kill(self.pid, signal.SIGTERM)

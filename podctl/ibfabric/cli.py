@@ -3,23 +3,32 @@
     podctl fabric check SITE --ibnetdiscover FILE [--iblinkinfo FILE] [--fabric compute] [-o json]
     podctl fabric topology SITE --format ibnetdiscover|iblinkinfo|lfts [--fabric compute]
     podctl fabric routes SITE --lfts FILE [--ibnetdiscover FILE] [--anchors FILE] [--fabric compute] [-o json]
+    podctl fabric counters SITE --ibqueryerrors FILE | --perfquery FILE [--ibnetdiscover FILE] [--anchors FILE]
+                           [--fabric compute] [-o json]
     podctl fabric schedule SITE [--fabric compute] [-o json]
 
-Exit codes: 0 the cabling (routes) match the plan; 1 they do not; 2 usage or
-configuration errors (bad site file, unreadable or unparsable tool output).
+Exit codes: 0 the cabling (routes, counters) match the plan; 1 they do not (for
+counters: a port counts past a threshold); 2 usage or configuration errors (bad
+site file, unreadable or unparsable tool output).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from podctl.errors import EXIT_OK, EXIT_WARNINGS
 
 from .check import FabricCheckError
+
+if TYPE_CHECKING:
+    from podctl.model import Fabric, HcaNames
+    from podctl.topology import FabricPlan
 
 
 def _plan(site_file: Path, fabric_name: str):
@@ -34,6 +43,42 @@ def _plan(site_file: Path, fabric_name: str):
         known = ", ".join(sorted(site.fabrics)) or "none"
         raise FabricCheckError(f"{site_file}: no fabric {fabric_name!r} (fabrics declared: {known}); pass --fabric")
     return fabric, plan_fabric(fabric), hca_names(site, fabric_name)
+
+
+def _identify_options(what: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--ibnetdiscover and --anchors: the devices of the fabric's dump, named whatever they are called."""
+
+    def add(command: Callable[..., None]) -> Callable[..., None]:
+        command = click.option(
+            "--anchors",
+            "anchors_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
+        )(command)
+        return click.option(
+            "--ibnetdiscover",
+            "ibnetdiscover_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help=f"ibnetdiscover output of the same fabric: its {what} whatever they are called.",
+        )(command)
+
+    return add
+
+
+def _identified(
+    fab: Fabric, plan: FabricPlan, names: HcaNames, ibnetdiscover_file: Path | None, anchors_file: Path | None
+) -> tuple[dict[str, str], dict[int, str]]:
+    """(port and node GUID -> planned name, LID -> name) of the fabric's ibnetdiscover dump; empty without one."""
+    from .check import check_sources
+    from .identity import read_anchors
+
+    if anchors_file is not None and ibnetdiscover_file is None:
+        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
+    if ibnetdiscover_file is None:
+        return {}, {}
+    anchors = read_anchors(str(anchors_file)) if anchors_file else None
+    report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
+    return dict(report.names), dict(report.lids)
 
 
 @click.group("fabric")
@@ -138,18 +183,7 @@ def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     help="The subnet manager's unicast forwarding tables: `dump_lfts.sh` output, OpenSM's opensm-lfts.dump, "
     "or `ibroute` of each switch, concatenated.",
 )
-@click.option(
-    "--ibnetdiscover",
-    "ibnetdiscover_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="ibnetdiscover output of the same fabric: its GUIDs place switches and HCAs whatever they are called.",
-)
-@click.option(
-    "--anchors",
-    "anchors_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
-)
+@_identify_options("GUIDs place switches and HCAs")
 @click.option("--fabric", "fabric_name", default="compute", show_default=True)
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def routes(
@@ -164,21 +198,13 @@ def routes(
 
     Says which switch cables no route crosses (only their port counters can speak for them),
     and fails on a loop or a port the plan has no cable at."""
-    from .check import check_sources
-    from .identity import naming_from_templates, read_anchors
+    from .identity import naming_from_templates
     from .lft import routes_from_dump
 
-    if anchors_file is not None and ibnetdiscover_file is None:
-        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
     fab, plan, names = _plan(site_file, fabric_name)
-    guid_names: dict[str, str] = {}
-    if ibnetdiscover_file is not None:
-        anchors = read_anchors(str(anchors_file)) if anchors_file else None
-        guid_names = dict(
-            check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0].names
-        )
+    guid_names, lid_names = _identified(fab, plan, names, ibnetdiscover_file, anchors_file)
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
-    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names)
+    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names, names_by_lid=lid_names)
     if output == "json":
         click.echo(json.dumps({"site": str(site_file), "lfts": str(lfts_file), **result.as_dict()}, indent=2))
     else:
@@ -186,6 +212,8 @@ def routes(
             click.echo(f"warning: {warning}", err=True)
         for line in result.placed.unplaced:
             click.echo(f"not placed: {line}")
+        for missing in result.placed.missing_top:
+            click.echo(f"not dumped: {missing.render()}")
         for problem in result.problems:
             click.echo(f"route: {problem}")
         if result.problem_count > len(result.problems):
@@ -202,6 +230,94 @@ def routes(
                 + (f"; {n} carry none (only their port counters can speak for them)" if n else "")
             )
     sys.exit(EXIT_OK if not result.problem_count else EXIT_WARNINGS)
+
+
+@fabric.command("counters")
+@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--ibqueryerrors",
+    "ibqueryerrors_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output of `ibqueryerrors` (with --skip-sl where no SM answers).",
+)
+@click.option(
+    "--perfquery",
+    "perfquery_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output of `perfquery LID PORT` (and -x, -E), one run or many concatenated; its ports are named by "
+    "LID: give --ibnetdiscover.",
+)
+@_identify_options("GUIDs and LIDs name the devices")
+@click.option("--fabric", "fabric_name", default="compute", show_default=True)
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def counters(
+    site_file: Path,
+    ibqueryerrors_file: Path | None,
+    perfquery_file: Path | None,
+    ibnetdiscover_file: Path | None,
+    anchors_file: Path | None,
+    fabric_name: str,
+    output: str,
+) -> None:
+    """Say which cable each port counter over its threshold is on: switch and port, node and rail.
+
+    The thresholds are validate's (a link that went down counts at 1, symbol errors, link
+    recoveries and receive errors past 10); clear the counters before the run they judge."""
+    from .counters import read_ibqueryerrors, read_perfquery
+    from .evidence import THRESHOLDS, counter_report
+    from .identity import naming_from_templates
+
+    if ibqueryerrors_file is None and perfquery_file is None:
+        raise FabricCheckError("give the tools' output: --ibqueryerrors FILE and/or --perfquery FILE")
+    fab, plan, names = _plan(site_file, fabric_name)
+    by_guid, by_lid = _identified(fab, plan, names, ibnetdiscover_file, anchors_file)
+    naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
+    sources = [
+        (str(path), read(str(path)))
+        for path, read in ((ibqueryerrors_file, read_ibqueryerrors), (perfquery_file, read_perfquery))
+        if path is not None
+    ]
+    reports = [counter_report(plan, found, path, naming, names, by_guid, by_lid) for path, found in sources]
+    thresholds = ", ".join(f"{name} > {limit}" for name, limit in THRESHOLDS.items())
+    if output == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "site": str(site_file),
+                    "ok": all(r.ok for r in reports),
+                    "thresholds": dict(THRESHOLDS),
+                    "reports": [
+                        {
+                            "source": r.source,
+                            "ok": r.ok,
+                            "ports_read": r.ports_read,
+                            "cables": r.cables(names),
+                            "unplaced": list(r.unplaced),
+                            "warnings": list(r.warnings),
+                        }
+                        for r in reports
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for report in reports:
+            for row in report.cables(names):
+                where = f" (node {row['node']}, rail {row['rail']})" if row["node"] else ""
+                click.echo(f"COUNTERS  {row['end_a']} <-> {row['end_b']}{where}: {row['what']}")
+            for line in report.unplaced:
+                click.echo(f"UNPLACED  {line}")
+            for warning in report.warnings:
+                click.echo(f"warning: {warning}", err=True)
+            verdict = (
+                f"{len(report.evidence)} cable(s) and {len(report.unplaced)} other port(s) past a threshold"
+                if not report.ok
+                else "no port past a threshold"
+            )
+            click.echo(f"{report.source}: fabric {fab.name!r}: {report.ports_read} port record(s) read; {verdict}")
+        click.echo(f"thresholds: {thresholds}")
+    sys.exit(EXIT_OK if all(r.ok for r in reports) else EXIT_WARNINGS)
 
 
 @fabric.command("schedule")

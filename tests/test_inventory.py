@@ -39,7 +39,7 @@ def test_rendered_yaml_reads_back_as_the_facts(path: Path) -> None:
     site = load_site(path)
     facts = Facts(site)
     files = render(site, facts)
-    assert yaml.safe_load(files["group_vars/all/podctl.yml"]) == _site_vars(site, facts)
+    assert yaml.safe_load(files["group_vars/all/podctl.yml"]) == _site_vars(site, facts, {})
     for node in site.nodes[:40]:
         assert yaml.safe_load(files[f"host_vars/{node.hostname}.yml"]) == _host_vars(site, facts, node.hostname)
 

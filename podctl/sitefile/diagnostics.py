@@ -173,52 +173,75 @@ def schema_diagnostics(data: dict, report: Reporter) -> None:
     # A value already refused as unsafe text need not be refused again for its form.
     unsafe = {d.path for d in report.sink if d.code == "unsafe-text"}
     for err in errors:
-        path: PathKey = tuple(err.absolute_path)
-        if format_path(path) in unsafe:
-            continue
-        inst = err.instance
-        sch = err.schema if isinstance(err.schema, dict) else {}
-        v = err.validator
-        if v == "additionalProperties" and isinstance(inst, dict):
-            known = list(sch.get("properties", {}))
-            for extra in sorted(set(inst) - set(known), key=str):
-                hint = did_you_mean(extra, known) or (f"known keys here: {', '.join(known)}" if known else None)
-                report.error(path + (extra,), f"unknown key {extra!r}", hint, code="unknown-key", key=True)
-        elif v == "required" and isinstance(inst, dict):
-            extras = set(inst) - set(sch.get("properties", {}))
-            for missing in err.validator_value:
-                # A misspelt key is already reported with its did-you-mean; saying that the
-                # key it was meant to be is missing as well only repeats it.
-                if missing not in inst and not any(closest(str(x), [missing]) for x in extras):
-                    report.error(path, f"missing required key {missing!r}", _required_hint(missing), code="missing-key")
-        elif v == "type":
-            want = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-            names = " or ".join(_TYPE_NAMES.get(w, w) for w in want)
-            hint = (
-                f"write {int(inst)}, without a decimal point"
-                if "integer" in want and isinstance(inst, float) and inst.is_integer()
-                else None
-            )
-            report.error(path, f"expected {names}, got {kind_name(inst)} {_short(inst)}", hint, code="type")
-        elif v in ("enum", "const"):
-            choices = err.validator_value if v == "enum" else [err.validator_value]
-            shown = ", ".join(str(c) for c in choices)
-            report.error(
-                path,
-                f"{_short(inst)} is not one of: {shown}",
-                did_you_mean(inst, [str(c) for c in choices]),
-                code="enum",
-            )
-        elif v == "propertyNames":
-            report.error(path, f"invalid name {_short(inst)}: {err.message}", code="name")
-        elif v in ("oneOf", "not") and "x-message" in sch:
-            report.error(path, sch["x-message"], code="choice")
-        elif v == "pattern":
-            report.error(
-                path, f"{_short(inst)} does not have the expected form ({_pattern_help(path)})", code="pattern"
-            )
-        else:
-            report.error(path, err.message, code=v)
+        _report_schema_error(err, report, unsafe)
+
+
+def _branch_errors(err: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """The errors of the oneOf/anyOf branch `err`'s value was meant for: the branch whose own type
+    and required keys it meets, with the fewest errors (a `{vault: ...}` is judged as a vault
+    value, not also as a URL and a file)."""
+    branches: dict[int, list[jsonschema.ValidationError]] = {}
+    for sub in err.context or []:
+        branches.setdefault(int(sub.relative_schema_path[0]), []).append(sub)
+
+    def misfit(subs: list[jsonschema.ValidationError]) -> tuple[int, int]:
+        shallow = [e for e in subs if not e.relative_path and e.validator in ("type", "required")]
+        return (len(shallow), len(subs))
+
+    return min(branches.values(), key=misfit) if branches else []
+
+
+def _report_schema_error(err: jsonschema.ValidationError, report: Reporter, unsafe: set[str]) -> None:
+    path: PathKey = tuple(err.absolute_path)
+    if format_path(path) in unsafe:
+        return
+    inst = err.instance
+    sch = err.schema if isinstance(err.schema, dict) else {}
+    v = err.validator
+    if v == "additionalProperties" and isinstance(inst, dict):
+        known = list(sch.get("properties", {}))
+        for extra in sorted(set(inst) - set(known), key=str):
+            hint = did_you_mean(extra, known) or (f"known keys here: {', '.join(known)}" if known else None)
+            report.error(path + (extra,), f"unknown key {extra!r}", hint, code="unknown-key", key=True)
+    elif v == "required" and isinstance(inst, dict):
+        extras = set(inst) - set(sch.get("properties", {}))
+        for missing in err.validator_value:
+            # A misspelt key is already reported with its did-you-mean; saying that the
+            # key it was meant to be is missing as well only repeats it.
+            if missing not in inst and not any(closest(str(x), [missing]) for x in extras):
+                report.error(path, f"missing required key {missing!r}", _required_hint(missing), code="missing-key")
+    elif v == "type":
+        want = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+        names = " or ".join(_TYPE_NAMES.get(w, w) for w in want)
+        hint = (
+            f"write {int(inst)}, without a decimal point"
+            if "integer" in want and isinstance(inst, float) and inst.is_integer()
+            else None
+        )
+        report.error(path, f"expected {names}, got {kind_name(inst)} {_short(inst)}", hint, code="type")
+    elif v in ("enum", "const"):
+        choices = err.validator_value if v == "enum" else [err.validator_value]
+        shown = ", ".join(str(c) for c in choices)
+        report.error(
+            path,
+            f"{_short(inst)} is not one of: {shown}",
+            did_you_mean(inst, [str(c) for c in choices]),
+            code="enum",
+        )
+    elif v == "propertyNames":
+        report.error(path, f"invalid name {_short(inst)}: {err.message}", code="name")
+    elif v in ("oneOf", "not") and "x-message" in sch:
+        report.error(path, sch["x-message"], code="choice")
+    elif v in ("oneOf", "anyOf") and _branch_errors(err):
+        for sub in _branch_errors(err):
+            _report_schema_error(sub, report, unsafe)
+    elif v == "pattern":
+        hint = "encrypt it again: ansible-vault encrypt_string --name KEY 'VALUE'" if path[-1:] == ("vault",) else None
+        report.error(
+            path, f"{_short(inst)} does not have the expected form ({_pattern_help(path)})", hint, code="pattern"
+        )
+    else:
+        report.error(path, err.message, code=v)
 
 
 def _short(value: object) -> str:
@@ -238,6 +261,7 @@ def _pattern_help(path: PathKey) -> str:
         "name": "lower-case letters, digits and dashes, starting with a letter",
         "group": "lower-case letters, digits and underscores, starting with a letter",
         "mountpoint": "an absolute path of letters, digits and . _ + @ - such as /shared/home",
+        "vault": "ansible-vault's ciphertext as `ansible-vault encrypt_string` prints it, under `!vault |`",
         "export": "an absolute path of letters, digits and . _ + @ - such as /export/home",
         "path": "an absolute path of letters, digits and . _ + @ - such as /opt/podctl-validation",
         "nccl_tests_path": "an absolute path such as /opt/nccl-tests/build",

@@ -26,21 +26,10 @@ BASES = [
         REPO / "inventory" / "sim" / "site.yaml",
         DATA / "valid-every-field.yaml",
         DATA / "valid-custom-profile.yaml",
+        DATA / "valid-index-url-vault.yaml",
+        DATA / "valid-index-url-file.yaml",
     )
 ]
-# validation.tools.index_url's secret forms (podctl.secrets): what `ansible-vault encrypt_string`
-# printed for a test URL (password "pw"), and a file.
-VAULTED = (
-    "$ANSIBLE_VAULT;1.1;AES256\n"
-    "66343736653866326637366636386630333664666436306333623236636239303564316262626464\n"
-    "3836396564636130326461643661373730613833363135660a653761363662633132343336336232\n"
-    "37626330636531353065343566373565323764363233666562383030633533323062653231326462\n"
-    "3565373863396633340a396633633962323636323731326361373030326661613131663866653163\n"
-    "62396436633936616461333362386666326639363162313561383837313239393831656138393831\n"
-    "3532666464373130343236643239616561633361323736363438"
-)
-for secret in ({"vault": VAULTED}, {"file": "/root/.podctl/index-url"}):
-    BASES.append({**BASES[0], "validation": {"tools": {"index_url": secret}}})
 
 
 def _patterns(node: Any, where: str = "") -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from podctl import remote
+from podctl import remote, state
 from podctl.site import load_site
 
 SETTINGS = (("unlimited", 10_000, 1), ("unlimited", 10_000, remote.HANDSHAKE_TRIES))
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     podctls = ("podctl's", remote.HANDSHAKES_PER_HOST, remote.HANDSHAKE_TRIES)
     for name, limit, tries in (*SETTINGS, podctls):
         remote.HANDSHAKES_PER_HOST, remote.HANDSHAKE_TRIES = limit, tries
-        nodes = remote.site_nodes(site, remote.private_key_for(site, None, "podctl sim up"))
+        nodes = remote.site_nodes(site, state.private_key_for(site, None, "podctl sim up"))
         started = time.monotonic()
         with ThreadPoolExecutor(args.many) as pool:
             results = list(

@@ -16,6 +16,21 @@ import click
 from . import __version__
 from .errors import EXIT_ERRORS, EXIT_INTERNAL, EXIT_OK, EXIT_WARNINGS, PodctlError
 
+# What each optional part of podctl needs (pyproject.toml's extras), by top-level module: a command
+# that reaches one of them on a podctl installed without it says which extra to install.
+EXTRA_OF_MODULE = {
+    "paramiko": "deploy",
+    "fabric": "deploy",
+    "invoke": "deploy",
+    "ansible": "deploy",
+    "ansible_runner": "deploy",
+    "testinfra": "deploy",
+    "pytest": "deploy",
+    "torch": "validation",
+    "numpy": "validation",
+    "pynvml": "validation",
+}
+
 SITE_ARG = click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
 
 
@@ -59,6 +74,17 @@ class _Main(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except ModuleNotFoundError as exc:
+            extra = EXTRA_OF_MODULE.get((exc.name or "").split(".")[0])
+            if extra is None or (ctx.obj and ctx.obj.get("verbose")):
+                raise
+            command = ctx.invoked_subcommand or "this command"
+            click.echo(
+                f"error: podctl {command} needs {exc.name}, which podctl installed without extras lacks: "
+                f"pip install 'podctl[{extra}]'",
+                err=True,
+            )
+            ctx.exit(EXIT_ERRORS)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # a bug in podctl, not the user's doing

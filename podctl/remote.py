@@ -25,7 +25,6 @@ from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
 from . import state
-from .errors import PodctlError
 from .model import Site
 
 CONNECT_TIMEOUT_S = 20
@@ -125,22 +124,6 @@ class RemoteResult:
             f"{self.host} printed {self.dropped:,} characters more than podctl keeps "
             f"({KEEP_STDOUT // 1024} KiB of stdout, {KEEP_STDERR // 1024} KiB of stderr: their ends)"
         )
-
-
-def private_key_for(site: Site, given: Path | None, first: str) -> Path | None:
-    """The SSH key for root on the site's nodes: `given`, else for a sim pod (podctl.state.sim_pod:
-    the sim's own record says so, never the site file) the key `podctl sim up` made, else None
-    (ssh's own defaults). `first` is what to run when a site of emulated profiles has no sim pod."""
-    if given is not None:
-        return given
-    if not state.sim_pod(site):
-        if site.emulated:
-            raise PodctlError(f"pod {site.name}: no sim pod of this site is up; bring it up first: {first}")
-        return None
-    key = state.ssh_key_path(site.name)
-    if not key.is_file():
-        raise PodctlError(f"pod {site.name}: no sim SSH key; bring the pod up first: {first}")
-    return key
 
 
 def site_nodes(site: Site, private_key: Path | None) -> Nodes:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import PodctlError
 from .fsio import atomic_write
 from .model import Site
 
@@ -125,3 +126,19 @@ def write_faults(pod: str, faults: dict[str, dict[str, object]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     cleaned = {node: f for node, f in sorted(faults.items()) if f}
     atomic_write(path, json.dumps(cleaned, indent=2, sort_keys=True) + "\n")
+
+
+def private_key_for(site: Site, given: Path | None, first: str) -> Path | None:
+    """The SSH key for root on the site's nodes: `given`, else for a sim pod (podctl.state.sim_pod:
+    the sim's own record says so, never the site file) the key `podctl sim up` made, else None
+    (ssh's own defaults). `first` is what to run when a site of emulated profiles has no sim pod."""
+    if given is not None:
+        return given
+    if not sim_pod(site):
+        if site.emulated:
+            raise PodctlError(f"pod {site.name}: no sim pod of this site is up; bring it up first: {first}")
+        return None
+    key = ssh_key_path(site.name)
+    if not key.is_file():
+        raise PodctlError(f"pod {site.name}: no sim SSH key; bring the pod up first: {first}")
+    return key

@@ -24,8 +24,8 @@ from .. import assets, state
 from ..ansible import ansible_settings, refuse_templates, stdout_tail
 from ..cliopts import vault_options
 from ..console import make_console, piped_width, styled
-from ..remote import private_key_for
 from ..secrets import resolve_files, vault_env
+from ..state import private_key_for
 from .errors import DeployError
 from .limit import expand_limit
 from .recap import Recap

@@ -23,8 +23,8 @@ KEY_OPT = click.option(
 
 
 def _site_and_key(site_file: Path, private_key: Path | None):
-    from ..remote import private_key_for
     from ..site import load_site
+    from ..state import private_key_for
 
     site = load_site(site_file)
     return site, private_key_for(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")

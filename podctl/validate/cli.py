@@ -298,9 +298,10 @@ def validate_site(
     only: tuple[str, ...] = (),
     vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
-    from ..remote import private_key_for, site_nodes
+    from ..remote import site_nodes
     from ..secrets import vault_env
     from ..site import load_site
+    from ..state import private_key_for
     from .ledger import record_certifications
     from .pod import validate_pod
 

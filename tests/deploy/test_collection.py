@@ -92,8 +92,8 @@ def _install(tarball: Path, collections: Path) -> None:
 @pytest.mark.deploy
 @pytest.mark.long  # a whole deploy through ansible-playbook alone (about 4 min): make test-long
 def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: Path) -> None:
-    from podctl.remote import private_key_for
     from podctl.site import load_site
+    from podctl.state import private_key_for
     from tests.simpod import podctl
 
     collections = tmp_path / "collections"

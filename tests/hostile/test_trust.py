@@ -17,6 +17,7 @@ import yaml
 
 from podctl import remote
 from podctl.assets import roles_dir
+from podctl.errors import PodctlError
 from podctl.inventory import SITE_VARS, write_inventory
 from podctl.model import Reference
 from podctl.redact import redact_tree, redact_urls
@@ -185,8 +186,8 @@ def test_only_the_sims_own_record_makes_a_pod_a_sim_never_the_site_file(
     # Every profile emulated, but no pod `podctl sim up` made: a real pod, as far as podctl knows.
     assert sim.emulated and not state.sim_pod(sim)
     assert all(t.known_hosts == () for t in ssh_nodes(sim, None).targets.values())
-    with pytest.raises(remote.PodctlError, match="no sim pod of this site is up"):
-        remote.private_key_for(sim, None, "podctl sim up")
+    with pytest.raises(PodctlError, match="no sim pod of this site is up"):
+        state.private_key_for(sim, None, "podctl sim up")
     # The sim's record of pod `sim`, at other addresses: still not this site.
     state.write_pod_record("sim", {n.hostname: "10.99.0.9" for n in sim.nodes})
     state.known_hosts_path("sim").write_text("")

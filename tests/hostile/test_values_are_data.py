@@ -158,7 +158,7 @@ def test_hostile_inventory_values_render_as_text(sim_pod: Any, tmp_path: Path, t
     from podctl import state
     from podctl.ansible import ansible_settings
     from podctl.assets import roles_dir
-    from podctl.remote import private_key_for
+    from podctl.state import private_key_for
     from podctl.validate.conformance.drift import check_drift
 
     canary = tmp_path / CANARY_NAME

@@ -16,8 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from podctl.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, private_key_for, site_nodes
+from podctl.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, site_nodes
 from podctl.site import load_site
+from podctl.state import private_key_for
 from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]

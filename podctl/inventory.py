@@ -84,7 +84,7 @@ def _site_vars(site: Site, facts: Facts) -> dict[str, object]:
             name: {
                 "rate": f.rate,
                 "rails": f.rails,
-                "routing_engine": f.routing_engine,
+                "routing_engine": facts.routing_engine(name),
                 "subnet_managers": list(f.subnet_managers),
                 "switch_model": f.switch_model,
                 "tiers": facts.plans[name].tiers,

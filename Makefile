@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 SITE   ?= inventory/sim/site.yaml
 WHEELS := .cache/validation-wheels
 
-.PHONY: setup sim-wheels sim-setup consumers demo test test-long test-fast bench clean wheel installed
+.PHONY: setup sim-wheels sim-setup consumers fabric-setup demo test test-long test-fast bench clean wheel installed
 
 # Python side: a virtualenv with podctl, Ansible and the test tools.
 $(BIN)/podctl: pyproject.toml
@@ -39,6 +39,12 @@ sim-setup: setup sim-wheels
 consumers:
 	bash .ci/consumers-setup.sh
 
+# The simulated InfiniBand fabric the fabric tests run the real tools on: Debian's OpenSM,
+# infiniband-diags and ibsim, and ibsim 0.12 (which knows NDR) built from Debian 13's source
+# into /opt/podctl-ibsim (docs/fabric.md).
+fabric-setup:
+	bash .ci/ibsim-setup.sh
+
 # The main job on the built-in sim site: check and plan it, bring its nodes up as
 # containers, deploy every stage onto them, then validate the pod. It ends with
 # the certification verdict and the path of the HTML report; make's exit status
@@ -58,7 +64,7 @@ demo: sim-setup
 # being skipped (PODCTL_TEST_ALL, tests/conftest.py).
 PYTEST_DURATIONS := --durations=0 --durations-min=5
 TEST_ENV = PODCTL_TEST_ALL=1 PODCTL_TEST_PODCTL=$${PODCTL_TEST_PODCTL:-$(INSTALLED)/bin/podctl}
-test: sim-setup consumers
+test: sim-setup consumers fabric-setup
 	@[ -n "$$PODCTL_TEST_PODCTL" ] || $(MAKE) --no-print-directory installed
 	@$(TEST_ENV) bash .ci/timed tests bash .ci/test-parts $(BIN)/pytest $(PYTEST_DURATIONS)
 
@@ -70,7 +76,7 @@ test-long: sim-setup consumers
 	@$(TEST_ENV) bash .ci/timed long $(BIN)/pytest -m long $(PYTEST_DURATIONS)
 
 # Everything that needs no containers.
-test-fast: setup consumers
+test-fast: setup consumers fabric-setup
 	PODCTL_TEST_ALL=1 $(BIN)/pytest -m 'not sim and not long' -n 2
 
 # podctl as users install it: the wheel (podctl, its Ansible collection, the validation

@@ -97,6 +97,7 @@ class CablingReport:
     warnings: tuple[str, ...] = ()  # lines the parser skipped, devices that could not be told apart
     identified: Mapping[str, int] = field(default_factory=dict)  # devices per way they were named (Identity.counts)
     names: Mapping[str, str] = field(default_factory=dict)  # device key ("0x<guid>"), or a port GUID -> planned name
+    lids: Mapping[int, str] = field(default_factory=dict)  # LID -> the device's name in findings (the tools' LIDs)
 
     @property
     def ok(self) -> bool:
@@ -209,6 +210,7 @@ def check_cabling(
                 guid_key(g): name for key, name in identity.names.items() for g in topo.devices[key].port_guids.values()
             },
         },
+        {device.lid: identity.display.get(key, device.desc) for key, device in topo.devices.items() if device.lid},
     )
 
 

@@ -3,10 +3,13 @@
     podctl fabric check SITE --ibnetdiscover FILE [--iblinkinfo FILE] [--fabric compute] [-o json]
     podctl fabric topology SITE --format ibnetdiscover|iblinkinfo|lfts [--fabric compute]
     podctl fabric routes SITE --lfts FILE [--ibnetdiscover FILE] [--anchors FILE] [--fabric compute] [-o json]
+    podctl fabric counters SITE --ibqueryerrors FILE | --perfquery FILE [--ibnetdiscover FILE] [--anchors FILE]
+                           [--fabric compute] [-o json]
     podctl fabric schedule SITE [--fabric compute] [-o json]
 
-Exit codes: 0 the cabling (routes) match the plan; 1 they do not; 2 usage or
-configuration errors (bad site file, unreadable or unparsable tool output).
+Exit codes: 0 the cabling (routes, counters) match the plan; 1 they do not (for
+counters: a port counts past a threshold); 2 usage or configuration errors (bad
+site file, unreadable or unparsable tool output).
 """
 
 from __future__ import annotations
@@ -172,13 +175,13 @@ def routes(
         raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
     fab, plan, names = _plan(site_file, fabric_name)
     guid_names: dict[str, str] = {}
+    lid_names: dict[int, str] = {}
     if ibnetdiscover_file is not None:
         anchors = read_anchors(str(anchors_file)) if anchors_file else None
-        guid_names = dict(
-            check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0].names
-        )
+        report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
+        guid_names, lid_names = dict(report.names), dict(report.lids)
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
-    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names)
+    lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names, names_by_lid=lid_names)
     if output == "json":
         click.echo(json.dumps({"site": str(site_file), "lfts": str(lfts_file), **result.as_dict()}, indent=2))
     else:
@@ -186,6 +189,8 @@ def routes(
             click.echo(f"warning: {warning}", err=True)
         for line in result.placed.unplaced:
             click.echo(f"not placed: {line}")
+        for missing in result.placed.missing_top:
+            click.echo(f"not dumped: {missing.render()}")
         for problem in result.problems:
             click.echo(f"route: {problem}")
         if result.problem_count > len(result.problems):
@@ -202,6 +207,113 @@ def routes(
                 + (f"; {n} carry none (only their port counters can speak for them)" if n else "")
             )
     sys.exit(EXIT_OK if not result.problem_count else EXIT_WARNINGS)
+
+
+@fabric.command("counters")
+@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--ibqueryerrors",
+    "ibqueryerrors_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output of `ibqueryerrors` (with --skip-sl where no SM answers).",
+)
+@click.option(
+    "--perfquery",
+    "perfquery_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output of `perfquery LID PORT` (and -x, -E), one run or many concatenated; its ports are named by "
+    "LID: give --ibnetdiscover.",
+)
+@click.option(
+    "--ibnetdiscover",
+    "ibnetdiscover_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="ibnetdiscover output of the same fabric: its GUIDs and LIDs name the devices whatever they are called.",
+)
+@click.option(
+    "--anchors",
+    "anchors_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
+)
+@click.option("--fabric", "fabric_name", default="compute", show_default=True)
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def counters(
+    site_file: Path,
+    ibqueryerrors_file: Path | None,
+    perfquery_file: Path | None,
+    ibnetdiscover_file: Path | None,
+    anchors_file: Path | None,
+    fabric_name: str,
+    output: str,
+) -> None:
+    """Say which cable each port counter over its threshold is on: switch and port, node and rail.
+
+    The thresholds are validate's (a link that went down counts at 1, symbol errors, link
+    recoveries and receive errors past 10); clear the counters before the run they judge."""
+    from .check import check_sources
+    from .counters import read_ibqueryerrors, read_perfquery
+    from .evidence import THRESHOLDS, counter_report
+    from .identity import naming_from_templates, read_anchors
+
+    if ibqueryerrors_file is None and perfquery_file is None:
+        raise FabricCheckError("give the tools' output: --ibqueryerrors FILE and/or --perfquery FILE")
+    if anchors_file is not None and ibnetdiscover_file is None:
+        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
+    fab, plan, names = _plan(site_file, fabric_name)
+    by_guid: dict[str, str] = {}
+    by_lid: dict[int, str] = {}
+    if ibnetdiscover_file is not None:
+        anchors = read_anchors(str(anchors_file)) if anchors_file else None
+        report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
+        by_guid, by_lid = dict(report.names), dict(report.lids)
+    naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
+    sources = [
+        (str(path), read(str(path)))
+        for path, read in ((ibqueryerrors_file, read_ibqueryerrors), (perfquery_file, read_perfquery))
+        if path is not None
+    ]
+    reports = [counter_report(plan, found, path, naming, names, by_guid, by_lid) for path, found in sources]
+    thresholds = ", ".join(f"{name} > {limit}" for name, limit in THRESHOLDS.items())
+    if output == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "site": str(site_file),
+                    "ok": all(r.ok for r in reports),
+                    "thresholds": dict(THRESHOLDS),
+                    "reports": [
+                        {
+                            "source": r.source,
+                            "ok": r.ok,
+                            "ports_read": r.ports_read,
+                            "cables": r.cables(names),
+                            "unplaced": list(r.unplaced),
+                            "warnings": list(r.warnings),
+                        }
+                        for r in reports
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for report in reports:
+            for row in report.cables(names):
+                where = f" (node {row['node']}, rail {row['rail']})" if row["node"] else ""
+                click.echo(f"COUNTERS  {row['end_a']} <-> {row['end_b']}{where}: {row['what']}")
+            for line in report.unplaced:
+                click.echo(f"UNPLACED  {line}")
+            for warning in report.warnings:
+                click.echo(f"warning: {warning}", err=True)
+            verdict = (
+                f"{len(report.evidence)} cable(s) and {len(report.unplaced)} other port(s) past a threshold"
+                if not report.ok
+                else "no port past a threshold"
+            )
+            click.echo(f"{report.source}: fabric {fab.name!r}: {report.ports_read} port record(s) read; {verdict}")
+        click.echo(f"thresholds: {thresholds}")
+    sys.exit(EXIT_OK if all(r.ok for r in reports) else EXIT_WARNINGS)
 
 
 @fabric.command("schedule")

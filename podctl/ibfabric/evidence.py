@@ -44,6 +44,14 @@ class Placed:
     unplaced: tuple[str, ...]  # ports over threshold that the plan has no cable for, with why
 
 
+def merged(evidence: Sequence[PortEvidence]) -> list[PortEvidence]:
+    """One item per cable, in the order first seen: both ends' (and every source's) evidence joined."""
+    by_cable: dict[Cable, list[str]] = {}
+    for item in evidence:
+        by_cable.setdefault(item.cable, []).append(item.what)
+    return [PortEvidence(cable, "; ".join(dict.fromkeys(whats))) for cable, whats in by_cable.items()]
+
+
 def over_threshold(counters: Mapping[str, int]) -> list[str]:
     """'SymbolErrorCounter 4821 (threshold 10)' for every counter above its threshold."""
     return [
@@ -72,29 +80,44 @@ def place_counters(
     naming: Naming | None = None,
     hca_names: HcaNames | None = None,
     names_by_guid: Mapping[str, str] | None = None,
+    names_by_lid: Mapping[int, str] | None = None,
 ) -> Placed:
     """ibqueryerrors' (or perfquery's) ports over threshold, on the plan's cables.
 
     A port is placed by its device's planned name: `names_by_guid` ("0x<guid>" -> the planned
     name, from identifying an ibnetdiscover dump) first, else what its description says
-    (the site's naming templates, MF0's `<name>:<model>`, `<host> <hca>`)."""
+    (the site's naming templates, MF0's `<name>:<model>`, `<host> <hca>`). perfquery names a port
+    by LID alone: `names_by_lid` (LID -> name, CablingReport.lids of the fabric's ibnetdiscover
+    dump) names it."""
     naming = naming or Naming()
     cables = _Cables(plan, hca_names)
     evidence: list[PortEvidence] = []
     unplaced: list[str] = []
+    # ibqueryerrors reads a switch's counters over all its ports first (`port ALL`) and, when they
+    # count, each port's: the ports' lines then hold what the ALL line sums, and count once.
+    detailed = {port.node for port in counters.ports if port.port is not None}
     for port in counters.ports:
         found = over_threshold(port.counters)
-        if not found:
+        if not found or (port.port is None and port.node in detailed):
             continue
         what = ", ".join(found)
         where = f"{port.desc or port.node} port {'ALL' if port.port is None else port.port} ({port.source})"
         if port.port is None:
             unplaced.append(f"{where}: {what}: counted over all ports together, not one cable")
             continue
-        name = _planned_name(port, naming, names_by_guid or {}, cables.switches)
+        by_lid = port.node.startswith("lid ") and port.node[4:].isdigit()
+        if by_lid:
+            name = (names_by_lid or {}).get(int(port.node[4:]))
+        else:
+            name = _planned_name(port, naming, names_by_guid or {}, cables.switches)
         cable = cables.at.get((name, port.port)) if name else None
         if cable is None:
-            unplaced.append(f"{where}: {what}: no planned cable at this port")
+            why = (
+                "named by LID alone: give the fabric's ibnetdiscover dump, whose LIDs name its devices"
+                if by_lid and not names_by_lid
+                else "no planned cable at this port"
+            )
+            unplaced.append(f"{where}: {what}: {why}")
             continue
         evidence.append(PortEvidence(cable, f"{what} at {name}[{port.port}]"))
     return Placed(tuple(evidence), tuple(unplaced))
@@ -145,3 +168,56 @@ def hca_port_evidence(
             continue
         evidence.append(PortEvidence(cable, f"{what} at {host} {device}"))
     return Placed(tuple(evidence), tuple(unplaced))
+
+
+# -- a report of the fabric's counters: `podctl fabric counters` ------------------------------------
+
+
+@dataclass(frozen=True)
+class CounterReport:
+    """What one counters file (ibqueryerrors, perfquery) says against the plan's cables."""
+
+    source: str
+    ports_read: int
+    evidence: tuple[PortEvidence, ...]  # one per cable over a threshold, both ends' counters joined
+    unplaced: tuple[str, ...]  # ports over a threshold that no planned cable is at, with why
+    warnings: tuple[str, ...]  # lines of the file skipped
+
+    @property
+    def ok(self) -> bool:
+        return not self.evidence and not self.unplaced
+
+    def cables(self, hca_names: HcaNames | None = None) -> list[dict[str, object]]:
+        """Each cable with evidence: both ends as `fabric check` names them (the switch end first),
+        and for a node's cable its node and rail."""
+        rows: list[dict[str, object]] = []
+        for item in self.evidence:
+            cable = item.cable
+            lower = (
+                f"{cable.lower.device} {hca_name(cable.lower.device, cable.lower.port, hca_names)}"
+                if cable.tier == "node-leaf"
+                else f"{cable.lower.device}[{cable.lower.port}]"
+            )
+            node = cable.lower.device if cable.tier == "node-leaf" else None
+            rail = cable.lower.port if cable.tier == "node-leaf" else None
+            upper = f"{cable.upper.device}[{cable.upper.port}]"
+            rows.append(
+                {"end_a": upper, "end_b": lower, "tier": cable.tier, "node": node, "rail": rail, "what": item.what}
+            )
+        return rows
+
+
+def counter_report(
+    plan: FabricPlan,
+    counters: Counters,
+    source: str,
+    naming: Naming | None = None,
+    hca_names: HcaNames | None = None,
+    names_by_guid: Mapping[str, str] | None = None,
+    names_by_lid: Mapping[int, str] | None = None,
+) -> CounterReport:
+    """The ports of `counters` over THRESHOLDS, on the plan's cables (see place_counters)."""
+    placed = place_counters(plan, counters, naming, hca_names, names_by_guid, names_by_lid)
+    return CounterReport(
+        source, len(counters.ports), tuple(merged(placed.evidence)), placed.unplaced, counters.warnings
+    )

@@ -5,6 +5,15 @@ then a line per port with width, lane speed in Gbps (NDR: 106.25, HDR:
 53.125), state, and the far end's LID, port and description; unconnected ports
 show `Down/ Polling`. A CA's lines start with its port GUID; the far end is
 named by LID and description only.
+
+`iblinkinfo -l` prints no blocks: every line names its device, by GUID and
+description (right-aligned in quotes), before the port, and the far end by GUID
+too: `0x<guid> "  <desc>" <lid> <port>[  ] ==( 4X 106.25 Gbps Active/  LinkUp)==>
+0x<guid> <lid> <port>[  ] "<desc>" ( )`. As in the blocks, a switch is named by
+its node GUID and a CA port by its port GUID. The lines do not say what the
+device is: one whose lines share a LID over several ports, or that has more
+than two ports (iblinkinfo prints every port of a switch, Down ones included),
+is a switch; any other a CA, whose ports each have a LID of their own.
 """
 
 from __future__ import annotations
@@ -67,6 +76,11 @@ _LI_PORT = re.compile(
 )
 _LI_ACTIVE = re.compile(r"\s*+(\d{1,2}+)X\s++(\d{1,4}+(?:\.\d{1,12}+)?+)\s++Gbps\s++\w{1,30}+/\s*+\w{1,30}+\s*+")
 _LI_IDLE = re.compile(r"\s*+\w{1,30}+/\s*+\w{1,30}+\s*+")
+_LI_ONE_LINE = re.compile(
+    r"0x([0-9a-fA-F]{1,16}+)\s++\"\s*+([^\"]{0,256}+)\"\s++(\d{1,6}+)\s++(\d{1,5}+)\[[^\]]{0,8}+\]\s*+"
+    r"==\(([^)]{0,100}+)\)==>\s*+(.*+)"
+)
+_LI_FAR_GUID = re.compile(r"0x[0-9a-fA-F]{1,16}+\s++(.*+)")
 _LI_FAR = re.compile(r"(\d{1,6}+)\s++(\d{1,5}+)\[[^\]]{0,8}+\]\s++\"(.*+)")
 _LI_NO_FAR = re.compile(r"\[[^\]]{0,8}+\]\s++\"\"\s++\(.*+")
 _LI_EXPECTED = "expected '<lid> <port>[  ] ==( 4X 106.25 Gbps Active/  LinkUp)==> <lid> <port>[  ] \"<desc>\" ( )'"
@@ -108,6 +122,7 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> Topology:
     blocks: list[_Block] = []
     lines: list[_LinkLine] = []
     current: _Block | None = None
+    one_line: dict[int, _Block] = {}  # iblinkinfo -l: GUID -> the block of its lines
     for lineno, line in numbered_lines(text, source, "iblinkinfo"):
         stripped = line.strip()
         if not stripped:
@@ -117,17 +132,30 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> Topology:
             current = _Block(_LI_KIND[kind], int(guid, 16) if guid else None, desc[:-1].rstrip(), lineno)
             blocks.append(current)
             continue
-        match = line_of(_LI_PORT, stripped, topo, lineno, "iblinkinfo", _LI_EXPECTED)
-        if match is None:
-            continue
-        if current is None:
-            raise CablingError(f"{source}:{lineno}: a port line before any 'Switch:' or 'CA:' line: {stripped[:80]!r}")
-        port_guid, lid, port, state, far = match.groups()
-        current.nports = max(current.nports, int(port))
-        if port_guid:
-            current.port_guids[int(port)] = int(port_guid, 16)
-        if int(lid) not in current.lids:
-            current.lids.append(int(lid))
+        if (match := _LI_ONE_LINE.fullmatch(stripped)) is not None:
+            guid, desc, lid, port, state, far = match.groups()
+            block = one_line.get(int(guid, 16))
+            if block is None:
+                block = one_line[int(guid, 16)] = _Block("", int(guid, 16), desc.strip(), lineno)
+                blocks.append(block)
+            block.port_guids[int(port)] = int(guid, 16)
+            far_guid = _LI_FAR_GUID.fullmatch(far)
+            far = far_guid.group(1) if far_guid else far
+        else:
+            match = line_of(_LI_PORT, stripped, topo, lineno, "iblinkinfo", _LI_EXPECTED)
+            if match is None:
+                continue
+            if current is None:
+                raise CablingError(
+                    f"{source}:{lineno}: a port line before any 'Switch:' or 'CA:' line: {stripped[:80]!r}"
+                )
+            block = current
+            port_guid, lid, port, state, far = match.groups()
+            if port_guid:
+                block.port_guids[int(port)] = int(port_guid, 16)
+        block.nports = max(block.nports, int(port))
+        if int(lid) not in block.lids:
+            block.lids.append(int(lid))
         active = _LI_ACTIVE.fullmatch(state)
         if active is None:
             if _LI_IDLE.fullmatch(state) is None or _LI_NO_FAR.fullmatch(far) is None:
@@ -151,10 +179,21 @@ def parse_iblinkinfo(text: str, source: str = "<iblinkinfo>") -> Topology:
         cut = tail.rfind('" (')
         if cut < 0 or not tail.endswith(")"):
             raise not_output("iblinkinfo", source, lineno, stripped, _LI_EXPECTED)
-        lines.append(_LinkLine(current, int(port), int(rlid), int(rport), tail[:cut], f"{width}x", speed, lineno))
+        lines.append(_LinkLine(block, int(port), int(rlid), int(rport), tail[:cut], f"{width}x", speed, lineno))
+    for block in one_line.values():
+        _one_line_kind(block)
     _iblinkinfo_devices(topo, blocks, lines)
     warn_shared_ports(topo)
     return topo
+
+
+def _one_line_kind(block: _Block) -> None:
+    """What a device of `iblinkinfo -l` is (the module docstring says how it is told): a switch keeps
+    its node GUID; a CA is known by its ports' GUIDs, as in a `CA:` block."""
+    if block.nports > 2 or (len(block.port_guids) > 1 and len(block.lids) == 1):
+        block.kind, block.port_guids = "switch", {}
+    else:
+        block.kind, block.guid = "ca", None
 
 
 def _iblinkinfo_devices(topo: Topology, blocks: list[_Block], lines: list[_LinkLine]) -> None:

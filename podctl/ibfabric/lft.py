@@ -16,7 +16,14 @@ The header may address the switch by directed route (`of switch DR path slid 0; 
 guid ...`); LIDs may print in decimal (python-rdma's `ibtool`); the separator may be `:` or `#`
 and the destination's description may be absent (`unknown node and type`, or the entry alone).
 Extra LIDs of a port with LMC > 0 (`path #i out of n`) are kept apart: traffic is sent to a port's
-base LID unless it asks otherwise.
+base LID unless it asks otherwise. rdma-core's `dump_lfts.sh` appends a line of its own after the
+tables (`*** WARNING ***: this command has been replaced by dump_fts`), which is not an entry.
+
+`ibroute` and `dump_fts` (infiniband-diags 44) never print a table's top LID when it is a multiple
+of 64: the header's range ends at it (`Unicast lids [0x0-0x200]`), and no entry follows, even when
+the range is asked for alone. A pod whose top LID falls there (a 16-SU DGX H100 pod does) loses
+that port's routes from every table; `MissingTop` names the LID, its port where the fabric's
+ibnetdiscover dump says whose it is, and the switches. OpenSM's own `opensm-lfts.dump` has it.
 
 `place_forwarding` turns the tables into what `podctl.localize.routing.Router` follows: switch
 -> (host, rail) -> output port, by the plan's names. A switch is placed by its GUID (as the
@@ -35,7 +42,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from podctl.model import HcaNames
+from podctl.model import HcaNames, hca_name
 from podctl.topology import FabricPlan
 
 from .identity import Naming, PlannedNames, parse_guid
@@ -74,6 +81,8 @@ _PORT_INFO = re.compile(
 _PATH_INFO = re.compile(
     r"\(?path #(?P<i>\d{1,3}+) out of (?P<n>\d{1,3}+): portguid (?P<guid>0x[0-9a-fA-F]{1,16}+)\)?", re.ASCII
 )
+# What rdma-core's dump_lfts.sh prints after dump_fts's output, on standard output.
+_DEPRECATED = re.compile(r"\s*+\*\*\* WARNING \*\*\*: this command has been replaced by [\w.]{1,40}+\s*+", re.ASCII)
 MAX_LID = 0xBFFF  # unicast LIDs are 0x0001-0xbfff
 MAX_PORT = 255
 
@@ -95,6 +104,8 @@ class SwitchTable:
     lid: int | None  # None when the dump addressed the switch by directed route
     desc: str
     line: int
+    top: int = 0  # the last LID of the header's range
+    counted: bool = False  # the block ended with ibroute's "N valid lids dumped" (not OpenSM's "N lids dumped")
     # destination LID -> output port (0: the switch itself), NO_PORT where the dump has no entry: one byte
     # per LID, as the switch holds it (a 1,344-node pod's dump has ten million entries), grown as LIDs come
     ports: bytearray = field(default_factory=bytearray)
@@ -116,6 +127,15 @@ class Lfts:
     dest: dict[int, Destination] = field(default_factory=dict)
     source: str = "<ibroute>"
     warnings: list[str] = field(default_factory=list)
+
+    def missing_top(self) -> dict[int, list[SwitchTable]]:
+        """LID -> the ibroute tables whose range ends at it, a multiple of 64, with no entry for it (see the
+        module docstring): what the tool failed to print, not a LID the subnet manager left unrouted."""
+        missing: dict[int, list[SwitchTable]] = {}
+        for table in self.switches:
+            if table.counted and table.top and table.top % 64 == 0 and table.port(table.top) == NO_PORT:
+                missing.setdefault(table.top, []).append(table)
+        return missing
 
 
 def _number(text: str) -> int:
@@ -167,7 +187,7 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
     expected = "an `Unicast lids [...] of switch ... guid ... (...)` header, a `0x<lid> <port> : (...)` entry or `N valid lids dumped`"
     for lineno, line in numbered_lines(text, source, TOOL):
         stripped = line.strip()
-        if not stripped or any(is_command_echo(line, tool) for tool in TOOLS):
+        if not stripped or any(is_command_echo(line, tool) for tool in TOOLS) or _DEPRECATED.fullmatch(line):
             continue
         header = _HEADER.fullmatch(line)
         if header:
@@ -177,7 +197,9 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
             # OpenSM's dump quotes the description: ('MF0;leaf-01:MQM8700/U1')
             desc = header["desc"].strip()
             desc = desc[1:-1] if len(desc) > 1 and desc[0] == desc[-1] == "'" else desc
-            table = SwitchTable(guid, int(header["lid"]) if header["lid"] else None, desc, lineno)
+            table = SwitchTable(
+                guid, int(header["lid"]) if header["lid"] else None, desc, lineno, top=_number(header["hi"])
+            )
             lfts.switches.append(table)
             in_multicast, counted = False, 0
             continue
@@ -189,11 +211,13 @@ def parse_lfts(text: str, source: str = "<ibroute>") -> Lfts:
             continue
         trailer = _TRAILER.fullmatch(line)
         if trailer:
-            if table is not None and trailer["valid"] and int(trailer["count"]) != counted:
-                lfts.warnings.append(
-                    f"{source}:{lineno}: the tool counted {trailer['count']} LIDs for {table.desc!r}, "
-                    f"{counted} entries were read: the block may be cut"
-                )
+            if table is not None and trailer["valid"]:
+                table.counted = True
+                if int(trailer["count"]) != counted:
+                    lfts.warnings.append(
+                        f"{source}:{lineno}: the tool counted {trailer['count']} LIDs for {table.desc!r}, "
+                        f"{counted} entries were read: the block may be cut"
+                    )
             table = None
             continue
         entry = _ENTRY.fullmatch(line) if line[:1] != "0" or table is None else _fast_entry(line, lfts.dest)
@@ -276,10 +300,35 @@ def write_lfts(topo: Topology, tables: Mapping[str, Mapping[tuple[str, int], int
 
 
 @dataclass(frozen=True)
+class MissingTop:
+    """A top LID ibroute left out of tables (see the module docstring)."""
+
+    lid: int
+    owner: str | None  # whose port it is, where the fabric's ibnetdiscover dump says (a planned name)
+    switches: tuple[str, ...]  # the tables that lack it: planned names, else the dump's descriptions
+    destination: tuple[str, int] | None = None  # the owner as (host, rail), where it is an HCA of the plan
+
+    def render(self) -> str:
+        whose = f", {self.owner}" if self.owner else ", whose port the dump does not say: give --ibnetdiscover"
+        listed = ", ".join(self.switches[:5]) + (
+            f" and {len(self.switches) - 5} more" if len(self.switches) > 5 else ""
+        )
+        return (
+            f"LID {self.lid} (0x{self.lid:x}{whose}) is missing from {len(self.switches)} switch table(s): the range "
+            f"ends at it, a multiple of 64, which ibroute and dump_fts never dump (OpenSM's opensm-lfts.dump has it); "
+            f"routes to it there are the model's: {listed}"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {"lid": self.lid, "owner": self.owner, "switches": list(self.switches)}
+
+
+@dataclass(frozen=True)
 class PlacedForwarding:
     forwarding: dict[str, dict[tuple[str, int], int]]  # switch -> (host, rail) -> output port
     unplaced: tuple[str, ...]  # tables and destinations the plan has no place for, with why
     destinations: int  # (host, rail) entries placed, over every switch
+    missing_top: tuple[MissingTop, ...] = ()
 
     def summary(self) -> str:
         return f"{len(self.forwarding)} switch table(s) placed on the plan, {self.destinations} route entries" + (
@@ -293,11 +342,13 @@ def place_forwarding(
     hca_names: HcaNames | None = None,
     naming: Naming | None = None,
     names_by_guid: Mapping[str, str] | None = None,
+    names_by_lid: Mapping[int, str] | None = None,
 ) -> PlacedForwarding:
     """The dump's tables by the plan's names; see the module docstring for how each is placed.
 
-    `names_by_guid` ("0x<guid>" -> planned name, node and port GUIDs alike) comes from identifying
-    an ibnetdiscover dump of the same fabric (podctl.validate.cabling.names_by_guid)."""
+    `names_by_guid` ("0x<guid>" -> planned name, node and port GUIDs alike) and `names_by_lid` (LID
+    -> name) come from identifying an ibnetdiscover dump of the same fabric
+    (podctl.validate.cabling.names_by_guid, CablingReport.names and .lids)."""
     naming = naming or Naming()
     names = names_by_guid or {}
     planned = PlannedNames(plan, hca_names)
@@ -330,11 +381,14 @@ def place_forwarding(
                 seen.add(where)
         elif dest.kind == "Channel Adapter" or dest.desc:
             unnamed.append(f"{dest.desc!r} (LID {lid})")
+    table_names: dict[int, str] = {}  # id(table) -> its switch's planned name
     for table in lfts.switches:
         name = names.get(guid_key(table.guid))
         if name not in switches:
             by_desc = naming.switch_name(table.desc) if table.desc else None
             name = planned.switch_named.get(by_desc.lower()) if by_desc else None
+        if name is not None:
+            table_names[id(table)] = name
         if name is None:
             unplaced.append(
                 f"{lfts.source}:{table.line}: the table of {table.desc!r} (0x{table.guid:016x}): no switch of the "
@@ -359,7 +413,17 @@ def place_forwarding(
                 else ""
             )
         )
-    return PlacedForwarding(forwarding, tuple(unplaced), placed)
+    owners = names_by_lid or {}
+    missing = tuple(
+        MissingTop(
+            lid,
+            owners.get(lid),
+            tuple(table_names.get(id(t), t.desc) for t in tables),
+            planned.hca_at.get(owners.get(lid, "")),
+        )
+        for lid, tables in sorted(lfts.missing_top().items())
+    )
+    return PlacedForwarding(forwarding, tuple(unplaced), placed, missing)
 
 
 # -- followed -------------------------------------------------------------------------------------
@@ -377,21 +441,26 @@ class RouteCheck:
     modelled: tuple[str, ...]  # switches a route crossed that the dump has no table (or entry) for
     uncrossed: Mapping[str, tuple[int, int]]  # switch tier -> (cables no route crosses, cables of the tier)
     differ: int  # (switch, destination) entries the subnet manager forwards other than podctl's model; -1: not compared
+    unrouted: tuple[tuple[str, int], ...] = ()  # planned (host, rail) that no table routes: the SM gave them no LID
 
     def as_dict(self) -> dict[str, object]:
         return {
             "switch_tables": len(self.placed.forwarding),
             "entries": self.placed.destinations,
             "unplaced": list(self.placed.unplaced),
+            "missing_top_lids": [m.as_dict() for m in self.placed.missing_top],
             "problems": list(self.problems),
             "problem_count": self.problem_count,
             "modelled_switches": list(self.modelled),
             "uncrossed": {t: {"cables": n, "of": total} for t, (n, total) in self.uncrossed.items()},
             "differ_from_model": self.differ,
+            "unrouted": [{"host": host, "rail": rail} for host, rail in self.unrouted],
         }
 
 
-def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool = True) -> RouteCheck:
+def check_routes(
+    plan: FabricPlan, placed: PlacedForwarding, compare_model: bool = True, hca_names: HcaNames | None = None
+) -> RouteCheck:
     """Follow every route; with `compare_model`, also count the entries podctl's model would forward
     otherwise (a third of the work at 1,344 nodes: `podctl fabric routes` says it, validate skips it)."""
     from podctl.localize.routing import Router, RoutingError
@@ -421,6 +490,27 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
                         seen.add(str(exc))
                         if len(problems) < MAX_PROBLEMS:
                             problems.append(str(exc))
+    # A planned HCA that no table routes has no LID: the subnet manager never reached its port (down,
+    # or its cable out). The top LID ibroute failed to print is the tool's loss, not the fabric's; when
+    # the dump cannot say whose that LID is, the HCAs no table routes are listed but accuse nothing.
+    routed = {dst for table in placed.forwarding.values() for dst in table}
+    explained = {m.destination for m in placed.missing_top}
+    unrouted = tuple(
+        (host, rail)
+        for host in router.hosts
+        for rail in range(1, router.rails + 1)
+        if (host, rail) not in routed and (host, rail) not in explained
+    )
+    if not any(m.destination is None for m in placed.missing_top):
+        for host, rail in unrouted:
+            leaf = plan.leaf_port(host, rail)
+            seen.add(f"unrouted {host} {rail}")
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(
+                    f"no table routes {host} {hca_name(host, rail, hca_names)} (rail {rail}, its cable at "
+                    f"{leaf.device}[{leaf.port}]): the subnet manager "
+                    "gave its port no LID; is the port down or its cable out?"
+                )
     uncrossed: dict[str, tuple[int, int]] = {}
     if not problems:
         crossed = {c for rail in range(1, router.rails + 1) for c in router.users(rail)}
@@ -441,7 +531,7 @@ def check_routes(plan: FabricPlan, placed: PlacedForwarding, compare_model: bool
         if compare_model
         else -1
     )
-    return RouteCheck(placed, tuple(problems), len(seen), tuple(sorted(router.modelled)), uncrossed, differ)
+    return RouteCheck(placed, tuple(problems), len(seen), tuple(sorted(router.modelled)), uncrossed, differ, unrouted)
 
 
 def routes_from_dump(
@@ -451,8 +541,10 @@ def routes_from_dump(
     naming: Naming | None = None,
     names_by_guid: Mapping[str, str] | None = None,
     compare_model: bool = True,
+    names_by_lid: Mapping[int, str] | None = None,
 ) -> tuple[Lfts, RouteCheck]:
     """Read a dump, place its tables on the plan and follow every route: `podctl fabric routes` and
     `podctl validate --lfts` alike. CablingError when it is no dump of this fabric."""
     lfts = read_lfts(path)
-    return lfts, check_routes(plan, place_forwarding(plan, lfts, hca_names, naming, names_by_guid), compare_model)
+    placed = place_forwarding(plan, lfts, hca_names, naming, names_by_guid, names_by_lid)
+    return lfts, check_routes(plan, placed, compare_model, hca_names)

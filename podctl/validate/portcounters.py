@@ -15,7 +15,7 @@ from typing import Any
 
 from ..facts import hca_names
 from ..ibfabric.counters import read_ibqueryerrors
-from ..ibfabric.evidence import Placed, hca_port_evidence, place_counters
+from ..ibfabric.evidence import Placed, hca_port_evidence, merged, place_counters
 from ..ibfabric.identity import naming_from_templates
 from ..localize.localize import PortEvidence, link_ends
 from ..model import IB_RATES_GBPS, Site
@@ -57,15 +57,7 @@ def port_evidence(
     if ibqueryerrors is not None:
         naming = naming_from_templates(fabric.naming_switch, fabric.naming_hca)
         take(place_counters(plan, read_ibqueryerrors(str(ibqueryerrors)), naming, names, names_by_guid))
-    return _merged(evidence), unplaced
-
-
-def _merged(evidence: list[PortEvidence]) -> list[PortEvidence]:
-    """One item per cable: both ends' (and both sources') evidence joined."""
-    by_cable: dict[object, list[str]] = {}
-    for item in evidence:
-        by_cable.setdefault(item.cable, []).append(item.what)
-    return [PortEvidence(cable, "; ".join(dict.fromkeys(whats))) for cable, whats in by_cable.items()]  # type: ignore[arg-type]
+    return merged(evidence), unplaced
 
 
 def port_counter_runs(

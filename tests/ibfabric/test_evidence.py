@@ -46,6 +46,17 @@ def test_a_real_report_lands_on_the_cables_of_the_switch_it_names(h100_127):
     assert ports[3] == "LinkDownedCounter 5 (threshold 0) at ib-leaf-su01-r1[3]"
     # Leaf ports 1-8 are the down-links of the first eight nodes on rail 1.
     assert {e.cable.lower.device for e in placed.evidence} == {f"dgx{i:03d}" for i in range(1, 9)}
+    # Its `port ALL` line sums the ports' lines below it (LinkErrorRecoveryCounter 15 = 8 + 7,
+    # LinkDownedCounter 48 = the eight ports'): counted once, on the ports, not listed again.
+    assert placed.unplaced == ()
+
+
+def test_a_port_all_line_without_the_ports_lines_is_listed_not_guessed(h100_127):
+    _, plan, _ = h100_127
+    text = _unquoted("ibqueryerrors-fdr-sx6036-mailquoted.txt")
+    alone = "\n".join(line for line in text.splitlines() if "0x2c903006e29b0 port " not in line or "port ALL" in line)
+    placed = place_counters(plan, parse_ibqueryerrors(alone, "mail"), names_by_guid={SWITCH_GUID: "ib-leaf-su01-r1"})
+    assert placed.evidence == ()
     assert placed.unplaced == (
         "MF0;ys23ib4:SX6036/U1 port ALL (mail:7): LinkErrorRecoveryCounter 15 (threshold 10), "
         "LinkDownedCounter 48 (threshold 0): counted over all ports together, not one cable",
@@ -57,7 +68,7 @@ def test_without_a_name_for_its_device_a_port_is_listed_not_guessed(h100_127):
     counters = parse_ibqueryerrors(_unquoted("ibqueryerrors-fdr-sx6036-mailquoted.txt"), "mail")
     placed = place_counters(plan, counters)
     assert placed.evidence == ()
-    assert len(placed.unplaced) == 9 and all("no planned cable" in u or "ALL" in u for u in placed.unplaced)
+    assert len(placed.unplaced) == 8 and all("no planned cable" in u for u in placed.unplaced)
 
 
 def test_a_nodes_own_hca_record_names_its_cable(h100_127):

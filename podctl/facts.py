@@ -15,7 +15,7 @@ from .assets import STAGES
 from .hostlist import fold as fold_hostlist
 from .model import Fabric, HCAs, Node, Profile, Role, Site, hca_name
 from .redact import redact_urls
-from .topology import FabricPlan, RoutingAdvice, plan_fabric, routing_advice, slurm_topology_conf
+from .topology import FabricPlan, RoutingAdvice, plan_fabric, root_switches, routing_advice, slurm_topology_conf
 
 # The check stage plans each fabric to find infeasible ones; plan, inventory and the
 # facts reuse that plan instead of computing it again.
@@ -60,6 +60,14 @@ class Facts:
     def routing_engine(self, name: str) -> str:
         """The engine OpenSM runs on fabric `name`: the site's choice, else what the plan calls for."""
         return self.site.fabrics[name].routing_engine or self.routing[name].engine
+
+    def routing_roots(self, name: str) -> list[str]:
+        """The switches OpenSM's updn must be given as roots (its root_guid_file, by their GUIDs) on
+        fabric `name`, where it runs updn; left to find its own, updn picks others on a fat tree.
+        Empty for the other engines (ftree finds the roots of the trees it accepts)."""
+        if self.routing_engine(name) != "updn":
+            return []
+        return [s.name for s in root_switches(self.plans[name])]
 
     @cached_property
     def slurm_nodes(self) -> tuple[Node, ...]:

@@ -85,6 +85,7 @@ def _site_vars(site: Site, facts: Facts) -> dict[str, object]:
                 "rate": f.rate,
                 "rails": f.rails,
                 "routing_engine": facts.routing_engine(name),
+                "root_switches": facts.routing_roots(name),
                 "subnet_managers": list(f.subnet_managers),
                 "switch_model": f.switch_model,
                 "tiers": facts.plans[name].tiers,

@@ -20,13 +20,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from podctl.errors import PodctlError
 from podctl.hostlist import fold as fold_hostlist
 from podctl.model import Fabric
 
 SWITCH_TIERS: tuple[str, ...] = ("leaf", "spine", "core")
+# The engines that route only what OpenSM's ftree accepts as a fat tree; a fabric that names no
+# engine (None) runs the one its plan calls for, ftree where it can.
+FTREE_ENGINES = (None, "ftree", "ar_ftree")
 CABLE_TIERS: tuple[str, ...] = ("node-leaf", "leaf-spine", "spine-core")
 
 
@@ -75,9 +78,10 @@ class FabricPlan:
     switches: tuple[Switch, ...]
     cables: tuple[Cable, ...]
     scalable_units: tuple[tuple[str, ...], ...]  # hostnames per SU, in order
-    # Three tiers with uneven blocks: the spine and core switches the cheapest layout of equal
-    # blocks would need, which the planner turned down because it needs more than this plan
-    # (None: the plan is of equal blocks, or no layout of equal blocks fits these switches).
+    # Three tiers: the spine and core switches of the other layout (see plan_fabric): of the
+    # block-filling one this plan replaced for ftree, or of the cheapest symmetric one this
+    # block-filling plan stands instead of (the site runs another engine). None: there is none.
+    filling_switches: int | None = None
     symmetric_switches: int | None = None
     _node_ports: dict[tuple[str, int], Port] = field(init=False, repr=False, compare=False)
     _su_of: dict[str, int] = field(init=False, repr=False, compare=False)
@@ -260,34 +264,34 @@ def plan_fabric(fabric: Fabric) -> FabricPlan:
     tiers = fabric.tiers or (2 if spines_two_tier is not None else 3)
 
     planner = _Planner(fabric)
-    rejected: int | None = None
     if tiers == 2:
         assert spines_two_tier is not None
         _plan_two_tiers(planner, _plan_leaves(planner, sus, None), spines_two_tier)
-    else:
-        # The block-filling plan sets the budget: a layout of equal blocks replaces it when
-        # it needs no more spine and core switches (see _equal_blocks).
-        block_of_su = _block_of_su(fabric, len(sus))
-        _plan_three_tiers(planner, _plan_leaves(planner, sus, block_of_su), len(sus), block_of_su)
-        budget = sum(s.tier != "leaf" for s in planner.switches)
-        layouts = sorted(_equal_blocks(fabric, len(sus)), key=_EqualBlocks.preference)
-        within = [layout for layout in layouts if layout.switches <= budget]
-        if within:
-            planner = _Planner(fabric)
-            layout = within[0]
-            per_block = len(sus) // layout.blocks
-            block_of_su = [su // per_block + 1 for su in range(len(sus))]
-            _plan_equal_blocks(planner, _plan_leaves(planner, sus, block_of_su), layout)
-        elif layouts:
-            rejected = min(layout.switches for layout in layouts)
+        return FabricPlan(fabric.name, tiers, tuple(planner.switches), tuple(planner.cables), sus)
 
+    # Blocks filled in SU order, as many SUs a block as a spine's down-ports take: the fewest
+    # blocks, and the reference architectures' counts. When the SUs do not fill the blocks
+    # evenly, OpenSM's ftree refuses the tree (see _EqualBlocks); a site that runs ftree then
+    # gets the cheapest layout of equal blocks instead, and one that runs another engine (or a
+    # pod that splits into no equal blocks) keeps this one: updn routes it (routing_advice).
+    block_of_su = _block_of_su(fabric, len(sus))
+    _plan_three_tiers(planner, _plan_leaves(planner, sus, block_of_su), len(sus), block_of_su)
+    filling = FabricPlan(fabric.name, tiers, tuple(planner.switches), tuple(planner.cables), sus)
+    if not fat_tree_asymmetries(filling):
+        return filling
+    layouts = _equal_blocks(fabric, len(sus))
+    if not layouts:
+        return filling
+    layout = min(layouts, key=_EqualBlocks.preference)
+    spines_cores = sum(s.tier != "leaf" for s in filling.switches)
+    if fabric.routing_engine not in FTREE_ENGINES:
+        return replace(filling, symmetric_switches=layout.switches)
+    planner = _Planner(fabric)
+    per_block = len(sus) // layout.blocks
+    block_of_su = [su // per_block + 1 for su in range(len(sus))]
+    _plan_equal_blocks(planner, _plan_leaves(planner, sus, block_of_su), layout)
     return FabricPlan(
-        fabric=fabric.name,
-        tiers=tiers,
-        switches=tuple(planner.switches),
-        cables=tuple(planner.cables),
-        scalable_units=sus,
-        symmetric_switches=rejected,
+        fabric.name, tiers, tuple(planner.switches), tuple(planner.cables), sus, filling_switches=spines_cores
     )
 
 
@@ -377,10 +381,10 @@ class _EqualBlocks:
         return self.spine_count + self.core_count
 
     def preference(self) -> tuple[int, int, int, int]:
-        # Fewest blocks first: the more SUs a block holds, the more traffic turns at a spine
-        # instead of crossing a core. Then the fewest switches; one link per core (the most
+        # The fewest switches; then the fewest blocks (the more SUs a block holds, the more
+        # traffic turns at a spine instead of crossing a core); one link per core (the most
         # distinct paths) on a tie.
-        return (self.blocks, self.switches, self.spine_count, self.links_per_core)
+        return (self.switches, self.blocks, self.spine_count, self.links_per_core)
 
 
 def _divisors(n: int) -> list[int]:
@@ -404,7 +408,11 @@ def _equal_blocks(fabric: Fabric, su_count: int) -> list[_EqualBlocks]:
             spine_count = rails * blocks * spines
             for links in _divisors(uplinks):
                 for group_size in _divisors(spine_count):
-                    if group_size < per_plane or group_size * links > radix:
+                    # Whole planes a group: a group that cut a plane would hold one more spine of
+                    # some blocks' rails than of others', and ftree, which sends a destination
+                    # down every spine of its group, loads those leaves' up-ports unevenly (at
+                    # 42 SUs 293 to 447 routes on up-ports that whole planes load 335 each).
+                    if group_size % per_plane or group_size * links > radix:
                         continue
                     cores = spine_count // group_size * (uplinks // links)
                     layouts.append(_EqualBlocks(blocks, spines, uplinks, group_size, links, spine_count, cores))
@@ -696,38 +704,49 @@ def fat_tree_asymmetries(plan: FabricPlan) -> list[str]:
     return problems
 
 
+def root_switches(plan: FabricPlan) -> tuple[Switch, ...]:
+    """The top tier: the roots up/down routing (updn) must be given on a fat tree."""
+    return plan.switches_in("core" if plan.tiers == 3 else "spine")
+
+
 def routing_advice(plan: FabricPlan) -> RoutingAdvice:
-    """The routing engine OpenSM should run on `plan`: ftree where it accepts the tree, else updn."""
+    """The routing engine OpenSM should run on `plan`: ftree where it accepts the tree, else updn
+    with the top tier as its roots."""
     problems = fat_tree_asymmetries(plan)
+    sus = len(plan.scalable_units)
+    spines_cores = sum(s.tier != "leaf" for s in plan.switches)
     if not problems:
-        return RoutingAdvice(
-            "ftree",
-            "every switch of a tier has the same port groups as the others: OpenSM's ftree routes it as a fat tree",
-        )
+        reason = "every switch of a tier has the same port groups as the others: OpenSM's ftree routes it as a fat tree"
+        if plan.filling_switches is not None:
+            reason += (
+                f"; {sus} SUs in equal blocks take {spines_cores} spine and core switches, "
+                f"{spines_cores - plan.filling_switches} more than filling blocks in order, which ftree refuses "
+                "(routing_engine: updn plans those)"
+            )
+        return RoutingAdvice("ftree", reason)
     leaves = plan.switches_in("leaf")
     rails = len({leaf.rail for leaf in leaves})
     blocks = Counter(leaf.block for leaf in leaves if leaf.block is not None)
     why = problems[0]
     if len({n // rails for n in blocks.values()}) > 1:
         sizes = " + ".join(str(n // rails) for _, n in sorted(blocks.items()))
-        why = f"{len(plan.scalable_units)} SUs fill spine blocks of {sizes} SUs, so {why}"
+        why = f"{sus} SUs fill spine blocks of {sizes} SUs, so {why}"
     if plan.symmetric_switches is not None:
-        spines_cores = sum(s.tier != "leaf" for s in plan.switches)
         cost = (
-            f"a symmetric layout would need {plan.symmetric_switches} spine and core switches instead of {spines_cores}"
+            f"equal blocks for ftree would take {plan.symmetric_switches} spine and core switches instead of "
+            f"{spines_cores} (routing_engine: ftree plans them)"
         )
     elif plan.tiers == 3:
-        cost = (
-            f"{len(plan.scalable_units)} SUs split into no equal blocks that "
-            f"{plan.switches[0].radix}-port switches can join"
-        )
+        cost = f"{sus} SUs split into no equal blocks that {plan.switches[0].radix}-port switches can join"
     else:
-        cost = "the tree is uneven"
+        cost = "no even layout of these switches was found"
+    top = "core" if plan.tiers == 3 else "spine"
+    roots = len(root_switches(plan))
     return RoutingAdvice(
         "updn",
-        f"{why}; OpenSM's ftree refuses such a tree (ERR AB09 to AB0C) and falls back to minhop, "
-        f"whose routes between switches may go down and up again (a credit-loop risk); updn routes "
-        f"every path up, then down ({cost})",
+        f"{why}: OpenSM's ftree refuses such a tree (ERR AB09 to AB0C) and falls back to minhop; updn routes "
+        f"every path up, then down, given the {roots} {top} switches as its roots (root_guid_file; left to "
+        f"find its own, it picks others on this tree and sends routes down and up again). {cost[0].upper()}{cost[1:]}",
     )
 
 
@@ -788,6 +807,7 @@ __all__ = [
     "TopologyError",
     "fat_tree_asymmetries",
     "plan_fabric",
+    "root_switches",
     "routing_advice",
     "slurm_topology_conf",
 ]

@@ -101,7 +101,10 @@ def test_uneven_pod_gets_updn_from_init_plan_and_inventory(tmp_path: Path) -> No
     code, _ = run("inventory", str(unset), "-o", str(tmp_path / "inv"))
     assert code == 0
     inventory = yaml.safe_load((tmp_path / "inv" / "group_vars" / "all" / "podctl.yml").read_text())
-    assert inventory["podctl_fabrics"]["compute"]["routing_engine"] == "updn"
+    compute = inventory["podctl_fabrics"]["compute"]
+    assert compute["routing_engine"] == "updn"
+    # updn's roots: the cores, which its root_guid_file names by GUID.
+    assert len(compute["root_switches"]) == 152 and compute["root_switches"][0] == "ib-core-01-01"
     assert inventory["podctl_fabrics"]["storage"]["routing_engine"] == "updn"
 
 

@@ -39,6 +39,7 @@ def make_fabric(
     model: str = "QM9700",
     prefix: str = "ib",
     host: str = "dgx{:04d}",
+    engine: str | None = "ftree",
 ) -> Fabric:
     return Fabric(
         name="compute",
@@ -53,7 +54,7 @@ def make_fabric(
         rails=rails,
         nodes=tuple(host.format(i) for i in range(1, nodes + 1)),
         subnet_managers=(),
-        routing_engine="ftree",
+        routing_engine=engine,
         switch_prefix=prefix,
     )
 
@@ -320,16 +321,17 @@ def test_dgx_a100_superpod() -> None:
 def test_eos_scale() -> None:
     # 1,344 nodes = 42 SUs of 32 on 64-port NDR switches, 8 rails: 336 leaves, three tiers.
     # Filling blocks of 32 SUs (a spine's 32 down-ports) gives blocks of 32 and 10 SUs: 384
-    # spines and 176 cores, but a short block's leaves and spines have other port groups than
-    # a full block's, which OpenSM's ftree refuses (ERR AB09). Equal blocks instead:
-    #   2 blocks of 21 SUs: 32 spines per rail and block, 1 link each, 21 up: 512 spines and
-    #     512 * 21 / 64 = 168 cores: 680, more than the 560 of the block-filling plan;
-    #   3 blocks of 14 SUs: the smallest divisor G of 32 with 14 * (32 / G) <= 32 is 16, so
-    #     16 spines per rail and block, 2 links from each leaf, 28 down and 28 up: 384 spines.
-    #     Listed plane by plane (a plane is 8 rails x 3 blocks = 24 spines), they split into 6
-    #     core groups of 64 (each holds a whole plane, so every core reaches every leaf); a
-    #     group has 28 cores with one link from each of its 64 spines: 168 cores, every port
-    #     used. 384 + 168 = 552 <= 560: this plan.
+    # spines and 176 cores (560), but a short block's leaves and spines have other port groups
+    # than a full block's, which OpenSM's ftree refuses (ERR AB09). The site runs ftree, so the
+    # cheapest layout of equal blocks instead:
+    #   3 blocks of 14 SUs: the smallest divisor G of 32 with 14 * (32 / G) <= 32 is 16, so 16
+    #     spines per rail and block, 2 links from each leaf, 28 down and 28 up: 384 spines.
+    #     A plane (spine j of every rail and block) holds 8 x 3 = 24 spines; a core group is
+    #     whole planes, as many as fit a core's 64 ports: 2 planes, 48 spines. Each of the 8
+    #     groups has 28 cores with one link from each of its 48 spines: 224 cores, 608 in all.
+    #   (2 blocks of 21 SUs take 32 spines per rail and block, 512 + 168 = 680; groups of 64
+    #   spines that cut a plane would take 168 cores, but ftree then loads some leaves' up-ports
+    #   with 447 routes and others with 293, where whole planes give every one 335.)
     # Cables: 1344 * 8 = 10752 per tier, as before.
     fabric = ndr(1344)
     plan = plan_fabric(fabric)
@@ -337,48 +339,62 @@ def test_eos_scale() -> None:
     assert flat_counts(plan) == {
         "leaf": 336,
         "spine": 384,
-        "core": 168,
+        "core": 224,
         "node-leaf": 10752,
         "leaf-spine": 10752,
         "spine-core": 10752,
     }
+    assert plan.filling_switches == 384 + 176
     assert Counter(leaf.block for leaf in plan.switches_in("leaf")) == {1: 112, 2: 112, 3: 112}
     spines = plan.switches_in("spine")
     assert Counter((s.rail, s.block) for s in spines) == {(r, b): 16 for r in range(1, 9) for b in (1, 2, 3)}
+    # Group g is planes 2g - 1 and 2g, whole.
+    assert all(s.group == (s.plane + 1) // 2 for s in spines)
     cores = plan.switches_in("core")
-    assert Counter(c.group for c in cores) == {g: 28 for g in range(1, 7)}
+    assert Counter(c.group for c in cores) == {g: 28 for g in range(1, 9)}
     load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
-    assert {load[c.name] for c in cores} == {64}
-    # Group 1 is planes 1 and 2 and the first 16 spines of plane 3.
-    assert Counter(s.plane for s in spines if s.group == 1) == {1: 24, 2: 24, 3: 16}
+    assert {load[c.name] for c in cores} == {48}
     assert plan.bisection_ratio() == {"leaf": 1.0, "spine": 1.0}
-    assert plan.symmetric_switches is None
     assert fat_tree_asymmetries(plan) == []
-    assert routing_advice(plan).engine == "ftree"
+    advice = routing_advice(plan)
+    assert advice.engine == "ftree"
+    assert "42 SUs in equal blocks take 608 spine and core switches, 48 more than filling blocks" in advice.reason
     assert_invariants(fabric, plan)
 
+    # A site that runs updn keeps the block-filling plan, and is told what ftree would cost.
+    filled = plan_fabric(replace(fabric, routing_engine="updn"))
+    assert filled.counts()["switches"] == {"leaf": 336, "spine": 384, "core": 176}
+    assert Counter(leaf.block for leaf in filled.switches_in("leaf")) == {1: 256, 2: 80}
+    assert Counter(c.plane for c in filled.switches_in("core")) == {j: 7 if j <= 16 else 4 for j in range(1, 33)}
+    assert filled.symmetric_switches == 608
+    advice = routing_advice(filled)
+    assert advice.engine == "updn"
+    assert advice.reason.startswith("42 SUs fill spine blocks of 32 + 10 SUs, so leaf switches differ")
+    assert "given the 176 core switches as its roots" in advice.reason
+    assert "Equal blocks for ftree would take 608 spine and core switches instead of 560" in advice.reason
+    assert_invariants(fabric, filled)
 
-def test_uneven_sizes_keep_the_block_filling_plan_and_call_for_updn() -> None:
-    # 37 SUs (prime) split into no equal blocks of at most 32 SUs that a core can span: the
-    # plan fills a block of 32 SUs and a short one of 5, with the counts of before.
+
+def test_sizes_with_no_equal_blocks_keep_the_block_filling_plan_and_call_for_updn() -> None:
+    # 37 SUs (prime) split into no equal blocks of at most 32 SUs that a core can span (8 rails
+    # x blocks <= 64): the plan fills a block of 32 SUs and a short one of 5, as before.
     plan = plan_fabric(ndr(37 * 32))
     assert plan.counts()["switches"] == {"leaf": 296, "spine": 320, "core": 152}
     assert Counter(leaf.block for leaf in plan.switches_in("leaf")) == {1: 256, 2: 40}
-    assert plan.symmetric_switches is None
+    assert (plan.filling_switches, plan.symmetric_switches) == (None, None)
     problems = fat_tree_asymmetries(plan)
     assert problems[0] == "leaf switches differ in upward port groups: ib-leaf-su01-r1 has 32, ib-leaf-su33-r1 8"
     advice = routing_advice(plan)
     assert advice.engine == "updn"
-    assert advice.reason.startswith("37 SUs fill spine blocks of 32 + 5 SUs, so leaf switches differ")
     assert "37 SUs split into no equal blocks that 64-port switches can join" in advice.reason
 
     # 34 SUs make 2 equal blocks of 17, but 17 leaves need 32 spines per rail and block, each
-    # half used: 512 spines + 136 cores against 272 + 136. The plan stays and says so.
+    # half used: 512 spines + 136 cores against 272 + 136. A site that runs ftree gets them,
+    # and is told the price.
     plan = plan_fabric(ndr(34 * 32))
-    assert plan.counts()["switches"] == {"leaf": 272, "spine": 272, "core": 136}
-    assert plan.symmetric_switches == 648
-    assert routing_advice(plan).engine == "updn"
-    assert "a symmetric layout would need 648 spine and core switches instead of 408" in routing_advice(plan).reason
+    assert plan.counts()["switches"] == {"leaf": 272, "spine": 512, "core": 136}
+    assert plan.filling_switches == 408
+    assert "240 more than filling blocks in order" in routing_advice(plan).reason
 
 
 def test_sim_fabric() -> None:
@@ -455,10 +471,9 @@ def port_groups(plan: FabricPlan) -> dict[str, dict[str, Counter[tuple[int, froz
 
 
 # The reference-architecture sizes `podctl init` offers whose SUs split into no equal blocks
-# within the block-filling plan's switch count: those keep that plan and call for updn.
-UNEVEN_H100 = {33, 34, 35, 36, 37, 38, 39, 41, 43, 44, 46, 47, 51, 53, 55, 57, 59, 61, 63}
-UNEVEN_A100 = {21, 22, 23, 24, 26, 28, 29, 31, 33, 35, 37, 39, 41, 42, 43, 44, 46, 47, 48, 49, 52, 53, 55, 56, 58}
-UNEVEN_A100 |= {59, 61, 62, 63}
+# that a core can span: those keep the block-filling plan and call for updn.
+UNEVEN_H100 = {37, 41, 43, 47, 53, 59, 61}
+UNEVEN_A100 = {23, 29, 31, 37, 41, 43, 46, 47, 49, 53, 58, 59, 61, 62, 63}
 
 
 @pytest.mark.parametrize(
@@ -586,7 +601,7 @@ def test_short_last_core_group_keeps_one_link_per_core() -> None:
     # planes 1-2, 3-4 and a short last group of plane 5. Each group has u = 3
     # cores; the last group's take one link from each of its 4 spines (4 of 8
     # ports). 3 * 3 = 9 cores; the per-plane rule needs 3 per plane, 15 in all.
-    fabric = make_fabric(9, su_size=3, radix=8, down=3, up=5, rails=4, tiers=3)
+    fabric = make_fabric(9, su_size=3, radix=8, down=3, up=5, rails=4, tiers=3, engine="updn")
     plan = plan_fabric(fabric)
     cores = plan.switches_in("core")
     assert Counter(c.group for c in cores) == {1: 3, 2: 3, 3: 3}
@@ -594,13 +609,17 @@ def test_short_last_core_group_keeps_one_link_per_core() -> None:
     load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
     assert {c.name: load[c.name] for c in cores} == {c.name: 8 if c.group < 3 else 4 for c in cores}
     assert plan.counts()["cables"]["spine-core"] == 20 * 3
-    # The short group's cores have half the spines of the others, which ftree refuses; 4 groups
-    # of 5 spines with 3 cores each would be even, but take 3 switches more.
+    # The short group's cores have half the spines of the others, which ftree refuses. A site
+    # that runs ftree gets 5 groups of a plane each (4 spines), 3 cores with 1 link each: 15.
     assert fat_tree_asymmetries(plan) == [
         "core switches differ in downward port groups: ib-core-g01-01 has 8, ib-core-g03-01 4"
     ]
-    assert plan.symmetric_switches == 20 + 12
+    assert plan.symmetric_switches == 20 + 15
     assert_invariants(fabric, plan)
+    even = plan_fabric(replace(fabric, routing_engine="ftree"))
+    assert Counter(c.group for c in even.switches_in("core")) == {g: 3 for g in range(1, 6)}
+    assert (fat_tree_asymmetries(even), even.filling_switches) == ([], 29)
+    assert_invariants(fabric, even)
 
 
 @pytest.mark.parametrize("fabric", [ndr(1344), hdr(140)], ids=["per-plane", "grouped"])
@@ -619,7 +638,7 @@ def test_switch_names_sort_in_plan_order() -> None:
         assert [s.index for s in plan.switches_in(tier)] == list(range(1, len(names) + 1))
     assert plan.switches_in("leaf")[0].name == "ib-leaf-su01-r1"
     assert plan.switches_in("spine")[-1].name == "ib-spine-r8-b3-16"
-    assert plan.switches_in("core")[-1].name == "ib-core-g06-28"
+    assert plan.switches_in("core")[-1].name == "ib-core-g08-28"
 
 
 def test_many_sus_widen_names_to_keep_them_sorted() -> None:

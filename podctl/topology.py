@@ -4,9 +4,10 @@
 NVIDIA's DGX SuperPOD reference architectures: nodes are grouped into
 scalable units (SUs), each SU has one leaf switch per rail, and the leaves
 are joined by one spine tier (two tiers) or by rail-grouped spines and a
-core tier (three tiers). Everything downstream that needs to know where a
-cable goes (cable maps, Slurm topology, fabric validation) reads the plan
-instead of re-deriving it.
+core tier (three tiers). A fabric that runs OpenSM's ftree gets a tree ftree
+accepts wherever one exists (see plan_fabric and routing_advice). Everything
+downstream that needs to know where a cable goes (cable maps, Slurm topology,
+fabric validation) reads the plan instead of re-deriving it.
 
 Pure: no I/O, and the same `Fabric` always gives an identical plan.
 
@@ -363,9 +364,9 @@ class _EqualBlocks:
     - the SUs split into `blocks` blocks of equal size; each rail of a block has `spines`
       spines, each joined to every leaf of that rail and block by the same number of links;
     - the spines, listed plane by plane (spine j of every rail and block is plane j), split
-      into core groups of `group_size` consecutive spines; each group has its own cores, and
-      every spine of a group sends `links_per_core` links to each core of the group. A group
-      holds at least one plane, so each core reaches every leaf.
+      into core groups of `group_size` consecutive spines, whole planes; each group has its own
+      cores, and every spine of a group sends `links_per_core` links to each core of the group.
+      A group holds a spine of every rail and block, so each core reaches every leaf.
     """
 
     blocks: int

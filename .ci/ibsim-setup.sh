@@ -20,20 +20,9 @@ MIRROR=${PODCTL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 export DEBIAN_FRONTEND=noninteractive
 
-need=()
-for pkg in ibsim-utils libumad2sim0 opensm infiniband-diags libibmad-dev libibumad-dev gcc make libc6-dev; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
-done
-if ((${#need[@]})); then
-    echo "ibsim-setup: installing ${need[*]}"
-    apt-get update -qq
-    # policy-rc.d 101: opensm's package would start an SM on this machine (there is no HCA here).
-    policy=/usr/sbin/policy-rc.d
-    restore=0
-    if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' > $policy && chmod +x $policy && restore=1; fi
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-    if ((restore)); then rm -f $policy; fi
-fi
+# opensm's package would start an SM on this machine (there is no HCA here): apt-install.sh keeps it off.
+bash "$(dirname "$0")/apt-install.sh" ibsim-setup \
+    ibsim-utils libumad2sim0 opensm infiniband-diags libibmad-dev libibumad-dev gcc make libc6-dev
 
 if [[ -x $PREFIX/bin/ibsim && -f $PREFIX/lib/umad2sim/libumad2sim.so && "$(cat "$PREFIX/SOURCE" 2>/dev/null)" == "ibsim $SOURCE_VERSION" ]]; then
     echo "ibsim-setup: $(cat "$PREFIX/SOURCE") in $PREFIX (Debian's $(dpkg-query -W -f='${Version}' ibsim-utils) beside it)"

@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from podctl.errors import EXIT_OK, EXIT_WARNINGS
 
 from .check import FabricCheckError
+
+if TYPE_CHECKING:
+    from podctl.model import Fabric, HcaNames
+    from podctl.topology import FabricPlan
 
 
 def _plan(site_file: Path, fabric_name: str):
@@ -37,6 +43,42 @@ def _plan(site_file: Path, fabric_name: str):
         known = ", ".join(sorted(site.fabrics)) or "none"
         raise FabricCheckError(f"{site_file}: no fabric {fabric_name!r} (fabrics declared: {known}); pass --fabric")
     return fabric, plan_fabric(fabric), hca_names(site, fabric_name)
+
+
+def _identify_options(what: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--ibnetdiscover and --anchors: the devices of the fabric's dump, named whatever they are called."""
+
+    def add(command: Callable[..., None]) -> Callable[..., None]:
+        command = click.option(
+            "--anchors",
+            "anchors_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
+        )(command)
+        return click.option(
+            "--ibnetdiscover",
+            "ibnetdiscover_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help=f"ibnetdiscover output of the same fabric: its {what} whatever they are called.",
+        )(command)
+
+    return add
+
+
+def _identified(
+    fab: Fabric, plan: FabricPlan, names: HcaNames, ibnetdiscover_file: Path | None, anchors_file: Path | None
+) -> tuple[dict[str, str], dict[int, str]]:
+    """(port and node GUID -> planned name, LID -> name) of the fabric's ibnetdiscover dump; empty without one."""
+    from .check import check_sources
+    from .identity import read_anchors
+
+    if anchors_file is not None and ibnetdiscover_file is None:
+        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
+    if ibnetdiscover_file is None:
+        return {}, {}
+    anchors = read_anchors(str(anchors_file)) if anchors_file else None
+    report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
+    return dict(report.names), dict(report.lids)
 
 
 @click.group("fabric")
@@ -141,18 +183,7 @@ def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     help="The subnet manager's unicast forwarding tables: `dump_lfts.sh` output, OpenSM's opensm-lfts.dump, "
     "or `ibroute` of each switch, concatenated.",
 )
-@click.option(
-    "--ibnetdiscover",
-    "ibnetdiscover_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="ibnetdiscover output of the same fabric: its GUIDs place switches and HCAs whatever they are called.",
-)
-@click.option(
-    "--anchors",
-    "anchors_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
-)
+@_identify_options("GUIDs place switches and HCAs")
 @click.option("--fabric", "fabric_name", default="compute", show_default=True)
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def routes(
@@ -171,19 +202,11 @@ def routes(
     risk). Everything is read on the tables; podctl's model stands in only for a switch the dump
     has no table (or entry) for, and the output says where."""
     from .balance import route_balance
-    from .check import check_sources
-    from .identity import naming_from_templates, read_anchors
+    from .identity import naming_from_templates
     from .lft import routes_from_dump
 
-    if anchors_file is not None and ibnetdiscover_file is None:
-        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
     fab, plan, names = _plan(site_file, fabric_name)
-    guid_names: dict[str, str] = {}
-    lid_names: dict[int, str] = {}
-    if ibnetdiscover_file is not None:
-        anchors = read_anchors(str(anchors_file)) if anchors_file else None
-        report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
-        guid_names, lid_names = dict(report.names), dict(report.lids)
+    guid_names, lid_names = _identified(fab, plan, names, ibnetdiscover_file, anchors_file)
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
     lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names, names_by_lid=lid_names)
     balance = route_balance(plan, lfts, result.placed.tables)
@@ -253,18 +276,7 @@ def routes(
     help="Output of `perfquery LID PORT` (and -x, -E), one run or many concatenated; its ports are named by "
     "LID: give --ibnetdiscover.",
 )
-@click.option(
-    "--ibnetdiscover",
-    "ibnetdiscover_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="ibnetdiscover output of the same fabric: its GUIDs and LIDs name the devices whatever they are called.",
-)
-@click.option(
-    "--anchors",
-    "anchors_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each, for identifying the ibnetdiscover dump.",
-)
+@_identify_options("GUIDs and LIDs name the devices")
 @click.option("--fabric", "fabric_name", default="compute", show_default=True)
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def counters(
@@ -280,22 +292,14 @@ def counters(
 
     The thresholds are validate's (a link that went down counts at 1, symbol errors, link
     recoveries and receive errors past 10); clear the counters before the run they judge."""
-    from .check import check_sources
     from .counters import read_ibqueryerrors, read_perfquery
     from .evidence import THRESHOLDS, counter_report
-    from .identity import naming_from_templates, read_anchors
+    from .identity import naming_from_templates
 
     if ibqueryerrors_file is None and perfquery_file is None:
         raise FabricCheckError("give the tools' output: --ibqueryerrors FILE and/or --perfquery FILE")
-    if anchors_file is not None and ibnetdiscover_file is None:
-        raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
     fab, plan, names = _plan(site_file, fabric_name)
-    by_guid: dict[str, str] = {}
-    by_lid: dict[int, str] = {}
-    if ibnetdiscover_file is not None:
-        anchors = read_anchors(str(anchors_file)) if anchors_file else None
-        report = check_sources(fab, plan, names, [(str(ibnetdiscover_file), "ibnetdiscover")], anchors)[0]
-        by_guid, by_lid = dict(report.names), dict(report.lids)
+    by_guid, by_lid = _identified(fab, plan, names, ibnetdiscover_file, anchors_file)
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
     sources = [
         (str(path), read(str(path)))

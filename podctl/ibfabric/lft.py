@@ -34,6 +34,11 @@ by its port GUID, or else by a description that names its host and HCA (`dgx001 
 Tool output is input from outside: as in podctl.ibfabric.formats, every expression runs in
 linear time, a line over 64 KiB is refused, errors name the file and line, and the tools' stderr
 lines are skipped with a warning.
+
+Why one module: a dump is read, placed and followed in one pass of `routes_from_dump`, over the
+same tables (one byte per LID and switch, which a 1,344-node pod has ten million of) and the
+same LID bookkeeping (the top LID the tool dropped is found reading, named placing and excused
+following); split apart, each part would reach into the others' internals.
 """
 
 from __future__ import annotations

@@ -77,3 +77,47 @@ def test_schedule_lists_rounds_that_cover_the_pod(planned):
     assert [len(t["nodes"]) for t in rounds["all-nodes"]] == [127]
     assert sum(len(t["nodes"]) for t in rounds["pairs-cross-1"]) == 126
     assert all(t["per_rail"] for t in rounds["pairs-cross-1"])
+
+
+def test_counters_usage_and_input_errors_exit_2(planned, tmp_path):
+    site = planned("h100-127")[0]
+    result = invoke("fabric", "counters", site)
+    assert result.exit_code == 2 and "--ibqueryerrors FILE and/or --perfquery FILE" in result.output
+    result = invoke("fabric", "counters", site, "--ibqueryerrors", tmp_path / "absent")
+    assert result.exit_code == 2 and "absent: no such file" in result.output
+    bad = tmp_path / "bad"
+    bad.write_text('Errors for 0x1 "leaf"\n   GUID 0x1 port 1: [SymbolErrorCounter = 5]\n')
+    result = invoke("fabric", "counters", site, "--ibqueryerrors", bad)
+    assert result.exit_code == 2 and f"{bad}:2: not ibqueryerrors output" in result.output
+    result = invoke("fabric", "counters", site, "--ibqueryerrors", bad, "--anchors", bad)
+    assert result.exit_code == 2 and "give --ibnetdiscover too" in result.output
+
+
+def test_counters_name_the_cable_and_say_when_a_port_is_named_by_lid_alone(planned, tmp_path):
+    site = planned("h100-127")[0]
+    report = tmp_path / "qe"
+    report.write_text(
+        'Errors for 0xb83fd2000000aaaa "ib-leaf-su01-r3"\n'
+        "   GUID 0xb83fd2000000aaaa port 5: [SymbolErrorCounter == 11] [LinkDownedCounter == 0]\n"
+        "   GUID 0xb83fd2000000aaaa port 6: [SymbolErrorCounter == 10]\n"
+    )
+    result = invoke("fabric", "counters", site, "--ibqueryerrors", report)
+    assert result.exit_code == 1
+    assert result.output.splitlines()[0] == (
+        "COUNTERS  ib-leaf-su01-r3[5] <-> dgx005 mlx5_4 (node dgx005, rail 3): "
+        "SymbolErrorCounter 11 (threshold 10) at ib-leaf-su01-r3[5]"
+    )
+    perf = tmp_path / "pq"
+    perf.write_text("# Port counters: Lid 7 port 5 (CapMask: 0x1300)\nPortSelect:......5\nLinkDownedCounter:....2\n")
+    result = invoke("fabric", "counters", site, "--perfquery", perf)
+    assert (
+        result.exit_code == 1
+        and "UNPLACED  lid 7 port 5" in result.output
+        and "give the fabric's ibnetdiscover" in result.output
+    )
+    clean = tmp_path / "clean"
+    clean.write_text(
+        "\n## Summary: 3 nodes checked, 0 bad nodes found\n##          9 ports checked, 0 ports have errors beyond threshold\n"
+    )
+    result = invoke("fabric", "counters", site, "--ibqueryerrors", clean, "-o", "json")
+    assert result.exit_code == 0 and json.loads(result.output)["ok"] is True

@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .install import IbsimError, Install, find_install, need_tools, network_limits
 from .network import node_id, node_ids
@@ -56,16 +57,20 @@ _CLIENT_VARIABLES = ("LD_PRELOAD", "IBSIM_SOCKNAME", "IBSIM_SERVER_NAME", "IBSIM
 _TOOL_DIRS = ("/usr/sbin", "/sbin", "/usr/bin")
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+def _die_with(parent: int) -> Callable[[], None]:
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], keep_running: bool, **kwargs: object) -> subprocess.Popen:
     """A child process that ends with this one, or (`keep_running`) one in a session of its own."""
     if keep_running:
         return subprocess.Popen(argv, env=dict(env), start_new_session=True, **kwargs)  # type: ignore[call-overload]
-    return subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with(os.getpid()), **kwargs)  # type: ignore[call-overload]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, alive: Callable[[], str | None]) -> None:
@@ -119,6 +124,10 @@ class ToolRun:
     seconds: float
 
 
+class _Stoppable(Protocol):
+    def stop(self, timeout: float = ...) -> None: ...
+
+
 class SimulatedFabric:
     def __init__(self, workdir: Path, state: Mapping[str, object], process: subprocess.Popen | None = None) -> None:
         self.workdir = workdir
@@ -126,7 +135,7 @@ class SimulatedFabric:
         self.install = Install(str(state["ibsim"]), str(state["umad2sim"]), tuple(state["version"]))  # type: ignore[arg-type]
         self._process = process
         self._ids: dict[str, str] | None = None
-        self.managers: list[object] = []  # subnet managers started here, stopped with the fabric
+        self.managers: list[_Stoppable] = []  # subnet managers started here, stopped with the fabric
         self.warnings: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -262,7 +271,7 @@ class SimulatedFabric:
     def stop(self, timeout: float = 20.0) -> None:
         """Stop the subnet managers started here, then ibsim; idempotent."""
         for manager in reversed(self.managers):
-            manager.stop()  # type: ignore[attr-defined]
+            manager.stop()
         self.managers.clear()
         if self._ended() is None:
             os.kill(self.pid, signal.SIGTERM)

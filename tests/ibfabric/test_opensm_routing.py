@@ -29,6 +29,8 @@ from podctl.topology import FabricPlan
 from tests.conftest import SIM_SITE, cannot_run_here
 from tests.roles import render_templates
 
+pytestmark = pytest.mark.fabric
+
 
 @pytest.fixture(scope="module")
 def tools() -> None:

@@ -107,6 +107,11 @@ def print_plan(summary: dict, console: Console) -> None:
         advice = f["routing_advice"]
         if advice["engine"] == f["routing_engine"]:
             console.print(f"  routing: {advice['engine']}, because {advice['reason']}")
+        elif advice["engine"] == "ftree":
+            # Another engine on a tree ftree accepts is the site's choice, not a problem.
+            console.print(
+                f"  routing: {f['routing_engine']}, the site's choice; ftree would do too: {advice['reason']}"
+            )
         else:
             console.print(
                 styled(

@@ -11,6 +11,8 @@ tree is symmetric, else updn; `--engine` overrides). It records
   configured (LIDs handed out and routes computed), from its log's timestamps;
 - peak memory (maximum resident set): OpenSM's (this worker's only waited-for child by then,
   resource.getrusage), ibsim's (VmHWM, read before it stops) and the analysis's own;
+- updn (where the plan calls for it, or `--engine updn`) is given the top tier as its roots, as
+  the plan says, by the GUIDs the network file gives those switches;
 - the balance of OpenSM's own tables (its opensm-lfts.dump, podctl.ibfabric.balance): HCA
   routes per up-port on each tier (fewest, most), and the routes that turn up after coming
   down (a credit-loop risk; switch LIDs counted apart).
@@ -19,7 +21,7 @@ Each size runs in a worker process of its own, so that its memory figures are it
 go to bench/results/fabric-<date>.json (merged with an earlier run of the same day, size by
 size) and, as a markdown table, to bench/results/fabric-<date>.md.
 
-    .venv/bin/python bench/fabric_bench.py [--sizes dgx-h100:1,2,4,8,16,32,42,64 dgx-a100:1,2,4,7]
+    .venv/bin/python bench/fabric_bench.py [--sizes dgx-h100:1,2,4,8,16,32,37,42,64 dgx-a100:1,2,4,7]
         [--engine ftree] [--no-balance] [--out bench/results] [--tag TAG] [--workdir DIR]
     .venv/bin/python bench/fabric_bench.py --sizes all --no-balance --tag all-sizes
         # every size init offers, dgx-h100 and dgx-a100 of 1 to 64 SUs: the engine OpenSM used
@@ -44,7 +46,7 @@ from pathlib import Path
 
 from podctl.fsio import atomic_write
 
-DEFAULT_SIZES = ("dgx-h100:1,2,4,8,16,32,42,64", "dgx-a100:1,2,4,7,8,16,21,32,42,64")
+DEFAULT_SIZES = ("dgx-h100:1,2,4,8,16,32,37,42,64", "dgx-a100:1,2,4,7,8,16,21,23,32,42,64")
 ALL_SIZES = ("dgx-h100:1-64", "dgx-a100:1-64")
 RESULTS = Path(__file__).resolve().parent / "results"
 _STAMP = re.compile(r"^(\w{3}) (\d{2}) (\d{2}):(\d{2}):(\d{2}) (\d{6}) ")
@@ -129,8 +131,10 @@ def run_one(profile: str, sus: int, engine: str | None, balance: bool, workdir: 
     from podctl.facts import Facts, hca_names
     from podctl.ibfabric.balance import route_balance
     from podctl.ibfabric.ibsim import SimulatedFabric, network_from_plan, route
+    from podctl.ibfabric.topofile import name_guid
     from podctl.init import render_site
     from podctl.site import load_site
+    from podctl.topology import root_switches
 
     site_file = workdir / "site.yaml"
     site_file.write_text(render_site(profile, sus, None, "bench", "site.schema.json"))
@@ -151,11 +155,20 @@ def run_one(profile: str, sus: int, engine: str | None, balance: bool, workdir: 
         "advised": advice.engine,
         "asked": asked,
     }
+    config = None
+    if asked == "updn":
+        # updn from the top tier, as the plan calls for it: the switches' GUIDs are those the
+        # network file gives them (podctl.ibfabric.topofile.name_guid of their names).
+        roots = workdir / "roots.guids"
+        roots.write_text("".join(f"0x{name_guid(s.name):016x}\n" for s in root_switches(plan)))
+        config = workdir / "opensm.conf"
+        config.write_text(f"root_guid_file {roots}\n")
+        result["roots"] = len(root_switches(plan))
     started = time.monotonic()
     with SimulatedFabric.start(network, workdir / "fabric") as fabric:
         result["ibsim"] = fabric.install.describe()
         result["ibsim_ready_s"] = round(time.monotonic() - started, 2)
-        run = route(fabric, asked, dumps=balance, timeout=1800)
+        run = route(fabric, asked, dumps=balance, timeout=1800, config=config)
         result["opensm_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
         result["ibsim_mb"] = vm_hwm_mb(fabric.pid)
     result |= {
@@ -211,9 +224,10 @@ def markdown(rows: list[dict[str, object]]) -> str:
         used = str(row.get("used"))
         if row.get("fell_back"):
             used += " (fell back)"
+        asked = str(row["asked"]) + (f" (the {row['roots']} top switches as roots)" if row.get("roots") else "")
         lines.append(
             f"| {row['profile']} {row['sus']} SU | {row['nodes']} | {row['tiers']} | "
-            f"{sw['leaf']} / {sw['spine']} / {sw['core']} | {row['asked']} | {used} | "
+            f"{sw['leaf']} / {sw['spine']} / {sw['core']} | {asked} | {used} | "
             f"{row['opensm_s']} ({row['routing_s']}) | {row['opensm_mb']} | {row['ibsim_mb']} | "
             f"{_cell_balance(row)} | {_cell_turns(row)} |"
         )

@@ -15,7 +15,7 @@ from .assets import STAGES
 from .hostlist import fold as fold_hostlist
 from .model import Fabric, HCAs, Node, Profile, Role, Site, hca_name
 from .redact import redact_urls
-from .topology import FabricPlan, plan_fabric, slurm_topology_conf
+from .topology import FabricPlan, RoutingAdvice, plan_fabric, root_switches, routing_advice, slurm_topology_conf
 
 # The check stage plans each fabric to find infeasible ones; plan, inventory and the
 # facts reuse that plan instead of computing it again.
@@ -51,6 +51,23 @@ class Facts:
     @cached_property
     def plans(self) -> dict[str, FabricPlan]:
         return {name: cached_plan(fabric) for name, fabric in self.site.fabrics.items()}
+
+    @cached_property
+    def routing(self) -> dict[str, RoutingAdvice]:
+        """The OpenSM routing engine each fabric's plan calls for, and why."""
+        return {name: routing_advice(plan) for name, plan in self.plans.items()}
+
+    def routing_engine(self, name: str) -> str:
+        """The engine OpenSM runs on fabric `name`: the site's choice, else what the plan calls for."""
+        return self.site.fabrics[name].routing_engine or self.routing[name].engine
+
+    def routing_roots(self, name: str) -> list[str]:
+        """The switches OpenSM's updn must be given as roots (its root_guid_file, by their GUIDs) on
+        fabric `name`, where it runs updn; left to find its own, updn picks others on a fat tree.
+        Empty for the other engines (ftree finds the roots of the trees it accepts)."""
+        if self.routing_engine(name) != "updn":
+            return []
+        return [s.name for s in root_switches(self.plans[name])]
 
     @cached_property
     def slurm_nodes(self) -> tuple[Node, ...]:
@@ -177,7 +194,7 @@ class Facts:
             if fabric.subnet_managers:
                 out["fabric"].append(
                     {
-                        "what": f"{name} fabric: OpenSM, routing engine {fabric.routing_engine}",
+                        "what": f"{name} fabric: OpenSM, routing engine {self.routing_engine(name)}",
                         "where": fold_hostlist(list(fabric.subnet_managers)),
                     }
                 )
@@ -229,7 +246,7 @@ class Facts:
         return out
 
 
-def fabric_summary(fabric: Fabric, plan: FabricPlan) -> dict[str, object]:
+def fabric_summary(fabric: Fabric, plan: FabricPlan, advice: RoutingAdvice) -> dict[str, object]:
     counts = plan.counts()
     return {
         "rate": fabric.rate,
@@ -242,5 +259,7 @@ def fabric_summary(fabric: Fabric, plan: FabricPlan) -> dict[str, object]:
         "cables": counts["cables"],
         "oversubscription": round(fabric.oversubscription, 3),
         "subnet_managers": fold_hostlist(list(fabric.subnet_managers)),
-        "routing_engine": fabric.routing_engine,
+        # What OpenSM will run (the site's choice, else the plan's), and what the plan calls for.
+        "routing_engine": fabric.routing_engine or advice.engine,
+        "routing_advice": {"engine": advice.engine, "reason": advice.reason},
     }

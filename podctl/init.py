@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import textwrap
 from dataclasses import dataclass
 
 from .errors import PodctlError
+from .facts import cached_plan
+from .sitefile import read_site_text
+from .topology import routing_advice
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,21 @@ MAX_SCALABLE_UNITS = 64
 
 
 def render_site(profile: str, scalable_units: int, nodes: int | None, name: str, schema_ref: str) -> str:
+    text = _render(profile, scalable_units, nodes, name, schema_ref, "ftree", "")
+    # The compute fabric's routing engine is the one its plan calls for, with the reason: a
+    # pod whose spine blocks come out uneven is not a fat tree OpenSM's ftree routes.
+    site = read_site_text(text).site
+    assert site is not None, "init's own site file does not load"
+    advice = routing_advice(cached_plan(site.fabrics["compute"]))
+    why = textwrap.wrap(f"{advice.engine}: {advice.reason}", 96, break_on_hyphens=False)
+    return _render(
+        profile, scalable_units, nodes, name, schema_ref, advice.engine, "".join(f"    # {line}\n" for line in why)
+    )
+
+
+def _render(
+    profile: str, scalable_units: int, nodes: int | None, name: str, schema_ref: str, engine: str, why: str
+) -> str:
     ref = REFERENCE_ARCHITECTURES.get(profile)
     if ref is None:
         raise PodctlError(
@@ -126,7 +145,7 @@ fabrics:
     tiers: auto
     nodes: {hosts}
     subnet_managers: head[01-02]
-    routing_engine: ftree
+{why}    routing_engine: {engine}
   storage:
     rate: {ref.rate}
     switch: {{ model: {ref.switch_model}, radix: {ref.radix} }}

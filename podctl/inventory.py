@@ -105,7 +105,8 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
             name: {
                 "rate": f.rate,
                 "rails": f.rails,
-                "routing_engine": f.routing_engine,
+                "routing_engine": facts.routing_engine(name),
+                "root_switches": facts.routing_roots(name),
                 "subnet_managers": list(f.subnet_managers),
                 "switch_model": f.switch_model,
                 "tiers": facts.plans[name].tiers,

@@ -184,7 +184,7 @@ class Fabric:
     rails: int  # cables per node into this fabric
     nodes: tuple[str, ...]  # hostnames attached, in cabling order
     subnet_managers: tuple[str, ...]
-    routing_engine: str
+    routing_engine: str | None  # None: the engine the plan calls for (topology.routing_advice)
     switch_prefix: str
     # How the fabric's devices describe themselves (templates; see the schema's fabric.naming).
     naming_switch: tuple[str, ...] = ()

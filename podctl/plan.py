@@ -37,7 +37,9 @@ def plan_summary(site: Site, facts: Facts | None = None) -> dict[str, object]:
         },
         "management": {"cidr": str(site.management.cidr), "domain": site.management.domain},
         "ipoib": [str(n) for n in site.ipoib.rails] if site.ipoib else [],
-        "fabrics": {name: fabric_summary(f, facts.plans[name]) for name, f in site.fabrics.items()},
+        "fabrics": {
+            name: fabric_summary(f, facts.plans[name], facts.routing[name]) for name, f in site.fabrics.items()
+        },
         "storage": [
             {
                 "name": s.name,
@@ -102,6 +104,21 @@ def print_plan(summary: dict, console: Console) -> None:
         t.add_row("total", str(sum(f["switches"].values())), str(sum(f["cables"].values())), style="bold")
         console.print(t)
         console.print(f"  subnet managers: {f['subnet_managers'] or '(none)'}; routing engine {f['routing_engine']}")
+        advice = f["routing_advice"]
+        if advice["engine"] == f["routing_engine"]:
+            console.print(f"  routing: {advice['engine']}, because {advice['reason']}")
+        elif advice["engine"] == "ftree":
+            # Another engine on a tree ftree accepts is the site's choice, not a problem.
+            console.print(
+                f"  routing: {f['routing_engine']}, the site's choice; ftree would do too: {advice['reason']}"
+            )
+        else:
+            console.print(
+                styled(
+                    (f"  routing: the plan calls for {advice['engine']}, not {f['routing_engine']}", "yellow"),
+                    f", because {advice['reason']}",
+                )
+            )
     if summary["ipoib"]:
         console.print(f"IPoIB rails: {', '.join(summary['ipoib'])}")
     if summary["slurm"]:

@@ -7,7 +7,8 @@
 On top of what the site file itself must say (podctl.sitefile), a site must be
 buildable: each fabric's fat tree is planned here (podctl.topology, through the
 facts' cache, so that later steps reuse the plan), and a fabric that cannot be
-built is an error at its path.
+built is an error at its path, and one whose plan OpenSM's ftree refuses, while the site
+asks for ftree, a warning.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .sitefile import (
     schema,
     text_problem,
 )
-from .topology import TopologyError
+from .topology import TopologyError, routing_advice
 
 
 def load_site(path: str | Path) -> Site:
@@ -53,9 +54,19 @@ def _buildable(result: CheckResult) -> CheckResult:
         return result
     for name, fabric in site.fabrics.items():
         try:
-            cached_plan(fabric)
+            plan = cached_plan(fabric)
         except TopologyError as exc:
             result.error(("fabrics", name), str(exc), code="topology")
+            continue
+        if fabric.routing_engine == "ftree":
+            advice = routing_advice(plan)
+            if advice.engine != "ftree":
+                result.warning(
+                    ("fabrics", name, "routing_engine"),
+                    advice.reason,
+                    f"set routing_engine: {advice.engine}, or leave it out to get what `podctl plan` calls for",
+                    code="routing-engine",
+                )
     return result
 
 

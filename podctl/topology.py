@@ -4,9 +4,10 @@
 NVIDIA's DGX SuperPOD reference architectures: nodes are grouped into
 scalable units (SUs), each SU has one leaf switch per rail, and the leaves
 are joined by one spine tier (two tiers) or by rail-grouped spines and a
-core tier (three tiers). Everything downstream that needs to know where a
-cable goes (cable maps, Slurm topology, fabric validation) reads the plan
-instead of re-deriving it.
+core tier (three tiers). A fabric that runs OpenSM's ftree gets a tree ftree
+accepts wherever one exists (see plan_fabric and routing_advice). Everything
+downstream that needs to know where a cable goes (cable maps, Slurm topology,
+fabric validation) reads the plan instead of re-deriving it.
 
 Pure: no I/O, and the same `Fabric` always gives an identical plan.
 
@@ -20,13 +21,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from podctl.errors import PodctlError
 from podctl.hostlist import fold as fold_hostlist
 from podctl.model import Fabric
 
 SWITCH_TIERS: tuple[str, ...] = ("leaf", "spine", "core")
+# The engines that route only what OpenSM's ftree accepts as a fat tree; a fabric that names no
+# engine (None) runs the one its plan calls for, ftree where it can.
+FTREE_ENGINES = (None, "ftree", "ar_ftree")
 CABLE_TIERS: tuple[str, ...] = ("node-leaf", "leaf-spine", "spine-core")
 
 
@@ -75,6 +79,11 @@ class FabricPlan:
     switches: tuple[Switch, ...]
     cables: tuple[Cable, ...]
     scalable_units: tuple[tuple[str, ...], ...]  # hostnames per SU, in order
+    # Three tiers: the spine and core switches of the other layout (see plan_fabric): of the
+    # block-filling one this plan replaced for ftree, or of the cheapest symmetric one this
+    # block-filling plan stands instead of (the site runs another engine). None: there is none.
+    filling_switches: int | None = None
+    symmetric_switches: int | None = None
     _node_ports: dict[tuple[str, int], Port] = field(init=False, repr=False, compare=False)
     _su_of: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -256,21 +265,34 @@ def plan_fabric(fabric: Fabric) -> FabricPlan:
     tiers = fabric.tiers or (2 if spines_two_tier is not None else 3)
 
     planner = _Planner(fabric)
-    block_of_su = _block_of_su(fabric, len(sus)) if tiers == 3 else None
-    leaf_names = _plan_leaves(planner, sus, block_of_su)
     if tiers == 2:
         assert spines_two_tier is not None
-        _plan_two_tiers(planner, leaf_names, spines_two_tier)
-    else:
-        assert block_of_su is not None
-        _plan_three_tiers(planner, leaf_names, len(sus), block_of_su)
+        _plan_two_tiers(planner, _plan_leaves(planner, sus, None), spines_two_tier)
+        return FabricPlan(fabric.name, tiers, tuple(planner.switches), tuple(planner.cables), sus)
 
+    # Blocks filled in SU order, as many SUs a block as a spine's down-ports take: the fewest
+    # blocks, and the reference architectures' counts. When the SUs do not fill the blocks
+    # evenly, OpenSM's ftree refuses the tree (see _EqualBlocks); a site that runs ftree then
+    # gets the cheapest layout of equal blocks instead, and one that runs another engine (or a
+    # pod that splits into no equal blocks) keeps this one: updn routes it (routing_advice).
+    block_of_su = _block_of_su(fabric, len(sus))
+    _plan_three_tiers(planner, _plan_leaves(planner, sus, block_of_su), len(sus), block_of_su)
+    filling = FabricPlan(fabric.name, tiers, tuple(planner.switches), tuple(planner.cables), sus)
+    if not fat_tree_asymmetries(filling):
+        return filling
+    layouts = _equal_blocks(fabric, len(sus))
+    if not layouts:
+        return filling
+    layout = min(layouts, key=_EqualBlocks.preference)
+    spines_cores = sum(s.tier != "leaf" for s in filling.switches)
+    if fabric.routing_engine not in FTREE_ENGINES:
+        return replace(filling, symmetric_switches=layout.switches)
+    planner = _Planner(fabric)
+    per_block = len(sus) // layout.blocks
+    block_of_su = [su // per_block + 1 for su in range(len(sus))]
+    _plan_equal_blocks(planner, _plan_leaves(planner, sus, block_of_su), layout)
     return FabricPlan(
-        fabric=fabric.name,
-        tiers=tiers,
-        switches=tuple(planner.switches),
-        cables=tuple(planner.cables),
-        scalable_units=sus,
+        fabric.name, tiers, tuple(planner.switches), tuple(planner.cables), sus, filling_switches=spines_cores
     )
 
 
@@ -328,6 +350,137 @@ def _plan_two_tiers(planner: _Planner, leaf_names: list[list[str]], spine_count:
 class _Spine:
     name: str
     uplinks: int
+
+
+@dataclass(frozen=True)
+class _EqualBlocks:
+    """A three-tier layout that OpenSM's ftree routes as a fat tree.
+
+    ftree (opensm/osm_ucast_ftree.c, fabric_validate_topology) refuses a tree unless every
+    switch of a tier has as many up-port groups (one group: the links to one switch above) as
+    every other, with as many ports in each, and the same for down-port groups on every tier
+    but the leaves (ERR AB09 to AB0C); it then falls back to minhop. So:
+
+    - the SUs split into `blocks` blocks of equal size; each rail of a block has `spines`
+      spines, each joined to every leaf of that rail and block by the same number of links;
+    - the spines, listed plane by plane (spine j of every rail and block is plane j), split
+      into core groups of `group_size` consecutive spines, whole planes; each group has its own
+      cores, and every spine of a group sends `links_per_core` links to each core of the group.
+      A group holds a spine of every rail and block, so each core reaches every leaf.
+    """
+
+    blocks: int
+    spines: int  # per rail of each block
+    uplinks: int  # per spine: what comes down goes up (non-blocking)
+    group_size: int
+    links_per_core: int
+    spine_count: int
+    core_count: int
+
+    @property
+    def switches(self) -> int:
+        return self.spine_count + self.core_count
+
+    def preference(self) -> tuple[int, int, int, int]:
+        # The fewest switches; then the fewest blocks (the more SUs a block holds, the more
+        # traffic turns at a spine instead of crossing a core); one link per core (the most
+        # distinct paths) on a tie.
+        return (self.switches, self.blocks, self.spine_count, self.links_per_core)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _equal_blocks(fabric: Fabric, su_count: int) -> list[_EqualBlocks]:
+    """Every layout of equal blocks (see _EqualBlocks) that these switches can build."""
+    radix, up, rails = fabric.radix, fabric.leaf_up_ports, fabric.rails
+    spine_down = radix // 2
+    layouts = []
+    for blocks in _divisors(su_count):
+        per_block = su_count // blocks
+        per_plane = rails * blocks  # one spine per rail and block
+        if per_block > spine_down or per_plane > radix:
+            continue
+        for spines in _divisors(up):
+            uplinks = per_block * (up // spines)
+            if uplinks > spine_down:
+                continue
+            spine_count = rails * blocks * spines
+            for links in _divisors(uplinks):
+                for group_size in _divisors(spine_count):
+                    # Whole planes a group: a group that cut a plane would hold one more spine of
+                    # some blocks' rails than of others', and ftree, which sends a destination
+                    # down every spine of its group, loads those leaves' up-ports unevenly (at
+                    # 42 SUs 293 to 447 routes on up-ports that whole planes load 335 each).
+                    if group_size % per_plane or group_size * links > radix:
+                        continue
+                    cores = spine_count // group_size * (uplinks // links)
+                    layouts.append(_EqualBlocks(blocks, spines, uplinks, group_size, links, spine_count, cores))
+    return layouts
+
+
+def _plan_equal_blocks(planner: _Planner, leaf_names: list[list[str]], layout: _EqualBlocks) -> None:
+    fabric = planner.fabric
+    spine_down = fabric.radix // 2
+    leaf_down, up = fabric.leaf_down_ports, fabric.leaf_up_ports
+    per_pair = up // layout.spines
+    per_block = len(leaf_names) // layout.blocks
+    per_plane = fabric.rails * layout.blocks
+    rail_w, block_w, spine_w = len(str(fabric.rails)), len(str(layout.blocks)), _width(up)
+
+    def group_of(rail: int, block: int, j: int) -> int:
+        # The spine's place in plane order: plane j, then rail, then block.
+        position = (j - 1) * per_plane + (rail - 1) * layout.blocks + (block - 1)
+        return position // layout.group_size + 1
+
+    in_plane_order: dict[tuple[int, int, int], str] = {}
+    for rail in range(1, fabric.rails + 1):
+        for block in range(1, layout.blocks + 1):
+            names = []
+            for j in range(1, layout.spines + 1):
+                name = f"{planner.prefix}-spine-r{rail:0{rail_w}d}-b{block:0{block_w}d}-{j:0{spine_w}d}"
+                planner.add_switch(name, "spine", rail=rail, block=block, plane=j, group=group_of(rail, block, j))
+                names.append(name)
+                in_plane_order[(j, rail, block)] = name
+            for leaf_index in range(per_block):
+                leaf = leaf_names[(block - 1) * per_block + leaf_index][rail - 1]
+                for q in range(up):
+                    spine, link = divmod(q, per_pair)
+                    planner.cable("leaf-spine", leaf, leaf_down + 1 + q, names[spine], leaf_index * per_pair + link + 1)
+
+    spines = [in_plane_order[key] for key in sorted(in_plane_order)]
+    groups = len(spines) // layout.group_size
+    per_group = layout.uplinks // layout.links_per_core
+    one_plane = layout.group_size == per_plane
+    group_w, core_w = _width(groups), _width(per_group)
+    for group in range(1, groups + 1):
+        members = spines[(group - 1) * layout.group_size : group * layout.group_size]
+        if one_plane:
+            # A group that is one plane keeps the plane's name, as the per-plane rule does.
+            names = [
+                planner.add_switch(
+                    f"{planner.prefix}-core-{group:0{spine_w}d}-{k:0{core_w}d}", "core", plane=group, group=group
+                ).name
+                for k in range(1, per_group + 1)
+            ]
+        else:
+            names = [
+                planner.add_switch(
+                    f"{planner.prefix}-core-g{group:0{group_w}d}-{k:0{core_w}d}", "core", group=group
+                ).name
+                for k in range(1, per_group + 1)
+            ]
+        for position, spine in enumerate(members):
+            for core, name in enumerate(names):
+                for link in range(layout.links_per_core):
+                    planner.cable(
+                        "spine-core",
+                        spine,
+                        spine_down + 1 + core * layout.links_per_core + link,
+                        name,
+                        position * layout.links_per_core + link + 1,
+                    )
 
 
 def _plan_three_tiers(planner: _Planner, leaf_names: list[list[str]], su_count: int, block_of_su: list[int]) -> None:
@@ -507,6 +660,97 @@ def _plan_core_group(planner: _Planner, plane: int, spines: list[_Spine], spine_
             next_port[core] += 1
 
 
+@dataclass(frozen=True)
+class RoutingAdvice:
+    """The OpenSM routing engine a plan calls for, and why."""
+
+    engine: str  # "ftree" or "updn"
+    reason: str
+
+
+def fat_tree_asymmetries(plan: FabricPlan) -> list[str]:
+    """Why OpenSM's ftree would refuse `plan` as a fat tree: empty when it accepts it.
+
+    A model of ftree's topology check (opensm/osm_ucast_ftree.c, fabric_validate_topology):
+    on each tier every switch must have as many up-port groups as the others, and every
+    group as many ports (a group is the links to one switch); on every tier but the leaves
+    (where nodes may be missing) the same holds for down-port groups. OpenSM compares only
+    the first down-port group of a switch; here every group counts, so the model refuses
+    no less than OpenSM does. The real check is OpenSM itself: bench/fabric_bench.py runs it.
+    """
+    up: dict[str, Counter[str]] = {s.name: Counter() for s in plan.switches}
+    down: dict[str, Counter[str]] = {s.name: Counter() for s in plan.switches}
+    for cable in plan.cables:
+        if cable.tier != "node-leaf":
+            up[cable.lower.device][cable.upper.device] += 1
+            down[cable.upper.device][cable.lower.device] += 1
+    problems = []
+    for tier in SWITCH_TIERS:
+        switches = plan.switches_in(tier)
+        sides = [("up", up)] + ([("down", down)] if tier != "leaf" else [])
+        for side, groups in sides:
+            for what, measure in (
+                ("port groups", lambda name, groups=groups: {len(groups[name])}),
+                ("links in a port group", lambda name, groups=groups: set(groups[name].values())),
+            ):
+                seen: dict[int, str] = {}
+                for switch in switches:
+                    for value in sorted(measure(switch.name)):
+                        seen.setdefault(value, switch.name)
+                if len(seen) > 1:
+                    (low, low_name), (high, high_name) = min(seen.items()), max(seen.items())
+                    problems.append(
+                        f"{tier} switches differ in {side}ward {what}: {high_name} has {high}, {low_name} {low}"
+                    )
+    return problems
+
+
+def root_switches(plan: FabricPlan) -> tuple[Switch, ...]:
+    """The top tier: the roots up/down routing (updn) must be given on a fat tree."""
+    return plan.switches_in("core" if plan.tiers == 3 else "spine")
+
+
+def routing_advice(plan: FabricPlan) -> RoutingAdvice:
+    """The routing engine OpenSM should run on `plan`: ftree where it accepts the tree, else updn
+    with the top tier as its roots."""
+    problems = fat_tree_asymmetries(plan)
+    sus = len(plan.scalable_units)
+    spines_cores = sum(s.tier != "leaf" for s in plan.switches)
+    if not problems:
+        reason = "every switch of a tier has the same port groups as the others: OpenSM's ftree routes it as a fat tree"
+        if plan.filling_switches is not None:
+            reason += (
+                f"; {sus} SUs in equal blocks take {spines_cores} spine and core switches, "
+                f"{spines_cores - plan.filling_switches} more than filling blocks in order, which ftree refuses "
+                "(routing_engine: updn plans those)"
+            )
+        return RoutingAdvice("ftree", reason)
+    leaves = plan.switches_in("leaf")
+    rails = len({leaf.rail for leaf in leaves})
+    blocks = Counter(leaf.block for leaf in leaves if leaf.block is not None)
+    why = problems[0]
+    if len({n // rails for n in blocks.values()}) > 1:
+        sizes = " + ".join(str(n // rails) for _, n in sorted(blocks.items()))
+        why = f"{sus} SUs fill spine blocks of {sizes} SUs, so {why}"
+    if plan.symmetric_switches is not None:
+        cost = (
+            f"equal blocks for ftree would take {plan.symmetric_switches} spine and core switches instead of "
+            f"{spines_cores} (routing_engine: ftree plans them)"
+        )
+    elif plan.tiers == 3:
+        cost = f"{sus} SUs split into no equal blocks that {plan.switches[0].radix}-port switches can join"
+    else:
+        cost = "no even layout of these switches was found"
+    top = "core" if plan.tiers == 3 else "spine"
+    roots = len(root_switches(plan))
+    return RoutingAdvice(
+        "updn",
+        f"{why}: OpenSM's ftree refuses such a tree (ERR AB09 to AB0C) and falls back to minhop; updn routes "
+        f"every path up, then down, given the {roots} {top} switches as its roots (root_guid_file; left to "
+        f"find its own, it picks others on this tree and sends routes down and up again). {cost[0].upper()}{cost[1:]}",
+    )
+
+
 def slurm_topology_conf(plan: FabricPlan, scheduled: Collection[str] | None = None) -> str:
     """topology.conf for Slurm's topology/tree plugin.
 
@@ -559,8 +803,12 @@ __all__ = [
     "Cable",
     "FabricPlan",
     "Port",
+    "RoutingAdvice",
     "Switch",
     "TopologyError",
+    "fat_tree_asymmetries",
     "plan_fabric",
+    "root_switches",
+    "routing_advice",
     "slurm_topology_conf",
 ]

@@ -67,6 +67,47 @@ def test_plan_text_and_json() -> None:
     assert data["stages"]["slurm"][1] == {"what": "munge, slurmd", "where": "node[01-03]"}
 
 
+def test_uneven_pod_gets_updn_from_init_plan_and_inventory(tmp_path: Path) -> None:
+    # 37 SUs fill spine blocks of 32 and 5 SUs, a tree OpenSM's ftree refuses (its routing
+    # falls back to minhop): init writes updn with the reason, plan says why, the inventory
+    # gives the fabric role updn, and a site that asks ftree anyway is warned.
+    site = tmp_path / "site.yaml"
+    code, _ = run("init", "--profile", "dgx-h100", "--scalable-units", "37", "-o", str(site))
+    assert code == 0
+    compute = yaml.safe_load(site.read_text())["fabrics"]["compute"]
+    assert compute["routing_engine"] == "updn"
+    assert "# updn: 37 SUs fill spine blocks of 32 + 5 SUs" in site.read_text()
+    assert run("check", "--strict", str(site))[0] == 0
+
+    code, out = run("plan", "-o", "json", str(site))
+    fabric = json.loads(out)["fabrics"]["compute"]
+    assert fabric["routing_engine"] == "updn"
+    assert fabric["routing_advice"]["engine"] == "updn"
+    assert "ERR AB09" in fabric["routing_advice"]["reason"]
+
+    asks_ftree = tmp_path / "ftree.yaml"
+    asks_ftree.write_text(site.read_text().replace("routing_engine: updn", "routing_engine: ftree", 1))
+    code, out = run("check", "-o", "json", str(asks_ftree))
+    (warning,) = json.loads(out)["diagnostics"]
+    assert (warning["code"], warning["path"]) == ("routing-engine", "fabrics.compute.routing_engine")
+    assert "set routing_engine: updn" in warning["hint"]
+    code, out = run("plan", str(asks_ftree))
+    assert "the plan calls for updn, not ftree" in out
+
+    # Left out, the engine is the plan's, and so is what the fabric role renders into opensm.conf.
+    unset = tmp_path / "unset.yaml"
+    unset.write_text(site.read_text().replace("    routing_engine: updn\n", "", 1))
+    assert run("check", "--strict", str(unset))[0] == 0
+    code, _ = run("inventory", str(unset), "-o", str(tmp_path / "inv"))
+    assert code == 0
+    inventory = yaml.safe_load((tmp_path / "inv" / "group_vars" / "all" / "podctl.yml").read_text())
+    compute = inventory["podctl_fabrics"]["compute"]
+    assert compute["routing_engine"] == "updn"
+    # updn's roots: the cores, which its root_guid_file names by GUID.
+    assert len(compute["root_switches"]) == 152 and compute["root_switches"][0] == "ib-core-01-01"
+    assert inventory["podctl_fabrics"]["storage"]["routing_engine"] == "updn"
+
+
 def test_plan_on_a_broken_site_exits_2() -> None:
     code, out = run("plan", str(DATA / "invalid-unknown-profile.yaml"))
     assert code == 2 and "unknown profile 'simm'" in out

@@ -19,7 +19,9 @@ from podctl.topology import (
     FabricPlan,
     Port,
     TopologyError,
+    fat_tree_asymmetries,
     plan_fabric,
+    routing_advice,
     slurm_topology_conf,
 )
 
@@ -37,6 +39,7 @@ def make_fabric(
     model: str = "QM9700",
     prefix: str = "ib",
     host: str = "dgx{:04d}",
+    engine: str | None = "ftree",
 ) -> Fabric:
     return Fabric(
         name="compute",
@@ -51,7 +54,7 @@ def make_fabric(
         rails=rails,
         nodes=tuple(host.format(i) for i in range(1, nodes + 1)),
         subnet_managers=(),
-        routing_engine="ftree",
+        routing_engine=engine,
         switch_prefix=prefix,
     )
 
@@ -166,11 +169,11 @@ def assert_invariants(fabric: Fabric, plan: FabricPlan) -> None:
         assert len(grouped) == 1, "one core rule per fabric"
         for spine in plan.switches_in("spine"):
             assert set(links[spine.name]) == cores_of_group[spine.group]
-            if grouped == {True}:
-                # Grouped planes: one link from each spine to each core of its group.
-                assert set(links[spine.name].values()) == {1}
-            else:
+            if grouped == {False}:
                 assert spine.group == spine.plane
+            if len({s.block for s in plan.switches_in("spine")}) == 1 or grouped == {True}:
+                # One block, or several planes a group: as many links from a spine to each core of its group.
+                assert len(set(links[spine.name].values())) == 1
 
     per_leaf = min(fabric.scalable_unit_size, len(fabric.nodes))
     if fabric.leaf_up_ports >= per_leaf:
@@ -316,44 +319,82 @@ def test_dgx_a100_superpod() -> None:
 
 
 def test_eos_scale() -> None:
-    # 1,344 nodes = 42 SUs of 32 on 64-port NDR switches, 8 rails.
-    # Leaves: 42 * 8 = 336. Two tiers top out at 64 leaves: three tiers.
-    # Blocks: a spine has 32 down-ports, so each rail splits into
-    #   ceil(42 / 32) = 2 blocks: SUs 1-32 and SUs 33-42.
-    # Spines, per rail:
-    #   block 1, 32 leaves: G * 32 >= 32 * 32 -> G = 32; 1 link per leaf-spine
-    #     pair; 32 down, 32 up.
-    #   block 2, 10 leaves: G * 32 >= 10 * 32 -> smallest divisor of 32 >= 10 = 16;
-    #     2 links per pair; 20 down, 20 up.
-    #   48 per rail, 384 in all.
-    # Cores: spine uplinks are uneven (32 and 20), so grouped planes do not
-    # apply and each plane gets its own cores (per-plane rule):
-    #   planes 1-16 hold 8 block-1 spines (32 up) and 8 block-2 spines (20 up):
-    #     256 + 160 = 416 uplinks; ceil(416 / 64) = 7; no common divisor of
-    #     32 and 20 is >= 7, so 7 cores, round-robin (59 or 60 ports each).
-    #   planes 17-32 hold 8 block-1 spines: 256 uplinks -> 4 cores (4 | 32).
-    #   16 * 7 + 16 * 4 = 176 cores.
-    # Cables: 1344 * 8 = 10752; 336 * 32 = 10752; 256 * 32 + 128 * 20 = 10752.
+    # 1,344 nodes = 42 SUs of 32 on 64-port NDR switches, 8 rails: 336 leaves, three tiers.
+    # Filling blocks of 32 SUs (a spine's 32 down-ports) gives blocks of 32 and 10 SUs: 384
+    # spines and 176 cores (560), but a short block's leaves and spines have other port groups
+    # than a full block's, which OpenSM's ftree refuses (ERR AB09). The site runs ftree, so the
+    # cheapest layout of equal blocks instead:
+    #   3 blocks of 14 SUs: the smallest divisor G of 32 with 14 * (32 / G) <= 32 is 16, so 16
+    #     spines per rail and block, 2 links from each leaf, 28 down and 28 up: 384 spines.
+    #     A plane (spine j of every rail and block) holds 8 x 3 = 24 spines; a core group is
+    #     whole planes, as many as fit a core's 64 ports: 2 planes, 48 spines. Each of the 8
+    #     groups has 28 cores with one link from each of its 48 spines: 224 cores, 608 in all.
+    #   (2 blocks of 21 SUs take 32 spines per rail and block, 512 + 168 = 680; groups of 64
+    #   spines that cut a plane would take 168 cores, but ftree then loads some leaves' up-ports
+    #   with 447 routes and others with 293, where whole planes give every one 335.)
+    # Cables: 1344 * 8 = 10752 per tier, as before.
     fabric = ndr(1344)
     plan = plan_fabric(fabric)
     assert plan.tiers == 3
     assert flat_counts(plan) == {
         "leaf": 336,
         "spine": 384,
-        "core": 176,
+        "core": 224,
         "node-leaf": 10752,
         "leaf-spine": 10752,
         "spine-core": 10752,
     }
+    assert plan.filling_switches == 384 + 176
+    assert Counter(leaf.block for leaf in plan.switches_in("leaf")) == {1: 112, 2: 112, 3: 112}
     spines = plan.switches_in("spine")
-    assert Counter((s.rail, s.block) for s in spines) == {(r, b): n for r in range(1, 9) for b, n in ((1, 32), (2, 16))}
-    cores_per_plane = Counter(c.plane for c in plan.switches_in("core"))
-    assert cores_per_plane == {j: 7 if j <= 16 else 4 for j in range(1, 33)}
-    assert all(s.group == s.plane for s in plan.switches_in("spine") + plan.switches_in("core"))
-    core_load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
-    assert {core_load[c.name] for c in plan.switches_in("core") if c.plane == 1} == {59, 60}
+    assert Counter((s.rail, s.block) for s in spines) == {(r, b): 16 for r in range(1, 9) for b in (1, 2, 3)}
+    # Group g is planes 2g - 1 and 2g, whole.
+    assert all(s.group == (s.plane + 1) // 2 for s in spines)
+    cores = plan.switches_in("core")
+    assert Counter(c.group for c in cores) == {g: 28 for g in range(1, 9)}
+    load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
+    assert {load[c.name] for c in cores} == {48}
     assert plan.bisection_ratio() == {"leaf": 1.0, "spine": 1.0}
+    assert fat_tree_asymmetries(plan) == []
+    advice = routing_advice(plan)
+    assert advice.engine == "ftree"
+    assert "42 SUs in equal blocks take 608 spine and core switches, 48 more than filling blocks" in advice.reason
     assert_invariants(fabric, plan)
+
+    # A site that runs updn keeps the block-filling plan, and is told what ftree would cost.
+    filled = plan_fabric(replace(fabric, routing_engine="updn"))
+    assert filled.counts()["switches"] == {"leaf": 336, "spine": 384, "core": 176}
+    assert Counter(leaf.block for leaf in filled.switches_in("leaf")) == {1: 256, 2: 80}
+    assert Counter(c.plane for c in filled.switches_in("core")) == {j: 7 if j <= 16 else 4 for j in range(1, 33)}
+    assert filled.symmetric_switches == 608
+    advice = routing_advice(filled)
+    assert advice.engine == "updn"
+    assert advice.reason.startswith("42 SUs fill spine blocks of 32 + 10 SUs, so leaf switches differ")
+    assert "given the 176 core switches as its roots" in advice.reason
+    assert "Equal blocks for ftree would take 608 spine and core switches instead of 560" in advice.reason
+    assert_invariants(fabric, filled)
+
+
+def test_sizes_with_no_equal_blocks_keep_the_block_filling_plan_and_call_for_updn() -> None:
+    # 37 SUs (prime) split into no equal blocks of at most 32 SUs that a core can span (8 rails
+    # x blocks <= 64): the plan fills a block of 32 SUs and a short one of 5, as before.
+    plan = plan_fabric(ndr(37 * 32))
+    assert plan.counts()["switches"] == {"leaf": 296, "spine": 320, "core": 152}
+    assert Counter(leaf.block for leaf in plan.switches_in("leaf")) == {1: 256, 2: 40}
+    assert (plan.filling_switches, plan.symmetric_switches) == (None, None)
+    problems = fat_tree_asymmetries(plan)
+    assert problems[0] == "leaf switches differ in upward port groups: ib-leaf-su01-r1 has 32, ib-leaf-su33-r1 8"
+    advice = routing_advice(plan)
+    assert advice.engine == "updn"
+    assert "37 SUs split into no equal blocks that 64-port switches can join" in advice.reason
+
+    # 34 SUs make 2 equal blocks of 17, but 17 leaves need 32 spines per rail and block, each
+    # half used: 512 spines + 136 cores against 272 + 136. A site that runs ftree gets them,
+    # and is told the price.
+    plan = plan_fabric(ndr(34 * 32))
+    assert plan.counts()["switches"] == {"leaf": 272, "spine": 512, "core": 136}
+    assert plan.filling_switches == 408
+    assert "240 more than filling blocks in order" in routing_advice(plan).reason
 
 
 def test_sim_fabric() -> None:
@@ -404,6 +445,64 @@ def test_sim_fabric_forced_to_three_tiers() -> None:
     ]
     assert [s.name for s in plan.switches_in("core")] == ["sim-core-01-01"]
     assert_invariants(sim(tiers=3), plan)
+
+
+# -- What OpenSM's ftree accepts --------------------------------------------------------
+
+
+def port_groups(plan: FabricPlan) -> dict[str, dict[str, Counter[tuple[int, frozenset[int]]]]]:
+    """Per tier and side: how many switches have (n port groups, of these sizes).
+
+    A port group is the links from a switch to one neighbour above (up) or below (down), as
+    OpenSM's ftree counts them; nodes do not count, as for ftree's leaves.
+    """
+    up: dict[str, Counter[str]] = defaultdict(Counter)
+    down: dict[str, Counter[str]] = defaultdict(Counter)
+    for cable in plan.cables:
+        if cable.tier != "node-leaf":
+            up[cable.lower.device][cable.upper.device] += 1
+            down[cable.upper.device][cable.lower.device] += 1
+    out: dict[str, dict[str, Counter[tuple[int, frozenset[int]]]]] = {}
+    for switch in plan.switches:
+        for side, groups in (("up", up[switch.name]), ("down", down[switch.name])):
+            shape = (len(groups), frozenset(groups.values()))
+            out.setdefault(switch.tier, {}).setdefault(side, Counter())[shape] += 1
+    return out
+
+
+# The reference-architecture sizes `podctl init` offers whose SUs split into no equal blocks
+# that a core can span: those keep the block-filling plan and call for updn.
+UNEVEN_H100 = {37, 41, 43, 47, 53, 59, 61}
+UNEVEN_A100 = {23, 29, 31, 37, 41, 43, 46, 47, 49, 53, 58, 59, 61, 62, 63}
+
+
+@pytest.mark.parametrize(
+    ("make", "su", "sus"),
+    [(ndr, 32, n) for n in range(1, 65)] + [(hdr, 20, n) for n in range(1, 65)],
+    ids=[f"dgx-h100-{n}su" for n in range(1, 65)] + [f"dgx-a100-{n}su" for n in range(1, 65)],
+)
+def test_every_reference_size_is_symmetric_or_calls_for_updn(make, su: int, sus: int) -> None:  # noqa: ANN001
+    plan = plan_fabric(make(sus * su))
+    groups = port_groups(plan)
+    uneven = sus in (UNEVEN_H100 if make is ndr else UNEVEN_A100)
+    # Per tier, every switch has the same port groups going up (every spine as many core
+    # groups, of as many links), and the same going down but on the leaves.
+    symmetric = all(
+        len(groups[tier][side]) == 1
+        for tier in groups
+        for side in ("up", "down")
+        if not (tier == "leaf" and side == "down")
+    )
+    assert symmetric == (not uneven)
+    assert (fat_tree_asymmetries(plan) == []) == symmetric
+    assert routing_advice(plan).engine == ("updn" if uneven else "ftree")
+    if symmetric and plan.tiers == 3:
+        # Every spine reaches every core of its group, one group per spine.
+        ((ups, sizes),) = groups["spine"]["up"]
+        assert len(sizes) == 1
+        assert ups * next(iter(sizes)) == next(iter(groups["spine"]["down"]))[0] * next(
+            iter(next(iter(groups["spine"]["down"]))[1])
+        ), "a spine sends up what comes down"
 
 
 # -- Invariants over ranges ------------------------------------------------------------
@@ -478,11 +577,12 @@ def test_three_tier_limits() -> None:
 
 
 def test_short_last_block_spines_get_enough_uplinks_to_reach_every_core() -> None:
-    # 95 HDR SUs: block 5 has 15 leaves per rail, so its 20 spines carry 15
-    # links down. Plane j then holds 32 spines with 20 up and 8 with 15:
-    # 760 uplinks need 19 cores, more than 15. Those 8 spines get 20 uplinks
-    # so that every spine reaches every core of its plane: 20 cores.
-    fabric = hdr(95 * 20)
+    # 96 HDR SUs make no equal blocks of at most 20 SUs that a 40-port core can span, so
+    # blocks fill: block 5 has 16 leaves per rail, and its 20 spines carry 16 links down.
+    # Plane j then holds 32 spines with 20 up and 8 with 16: 768 uplinks need 20 cores, more
+    # than 16. Those 8 spines get 20 uplinks so that every spine reaches every core of its
+    # plane: 20 cores.
+    fabric = hdr(96 * 20)
     plan = plan_fabric(fabric)
     cores_per_plane = Counter(c.plane for c in plan.switches_in("core"))
     assert cores_per_plane == {j: 20 for j in range(1, 21)}
@@ -490,6 +590,7 @@ def test_short_last_block_spines_get_enough_uplinks_to_reach_every_core() -> Non
     short = [s for s in plan.switches_in("spine") if s.block == 5]
     assert {up[s.name] for s in short} == {20}
     assert plan.counts()["cables"]["spine-core"] == 800 * 20
+    assert routing_advice(plan).engine == "updn"
     assert_invariants(fabric, plan)
 
 
@@ -500,7 +601,7 @@ def test_short_last_core_group_keeps_one_link_per_core() -> None:
     # planes 1-2, 3-4 and a short last group of plane 5. Each group has u = 3
     # cores; the last group's take one link from each of its 4 spines (4 of 8
     # ports). 3 * 3 = 9 cores; the per-plane rule needs 3 per plane, 15 in all.
-    fabric = make_fabric(9, su_size=3, radix=8, down=3, up=5, rails=4, tiers=3)
+    fabric = make_fabric(9, su_size=3, radix=8, down=3, up=5, rails=4, tiers=3, engine="updn")
     plan = plan_fabric(fabric)
     cores = plan.switches_in("core")
     assert Counter(c.group for c in cores) == {1: 3, 2: 3, 3: 3}
@@ -508,7 +609,17 @@ def test_short_last_core_group_keeps_one_link_per_core() -> None:
     load = Counter(c.upper.device for c in plan.cables_in("spine-core"))
     assert {c.name: load[c.name] for c in cores} == {c.name: 8 if c.group < 3 else 4 for c in cores}
     assert plan.counts()["cables"]["spine-core"] == 20 * 3
+    # The short group's cores have half the spines of the others, which ftree refuses. A site
+    # that runs ftree gets 5 groups of a plane each (4 spines), 3 cores with 1 link each: 15.
+    assert fat_tree_asymmetries(plan) == [
+        "core switches differ in downward port groups: ib-core-g01-01 has 8, ib-core-g03-01 4"
+    ]
+    assert plan.symmetric_switches == 20 + 15
     assert_invariants(fabric, plan)
+    even = plan_fabric(replace(fabric, routing_engine="ftree"))
+    assert Counter(c.group for c in even.switches_in("core")) == {g: 3 for g in range(1, 6)}
+    assert (fat_tree_asymmetries(even), even.filling_switches) == ([], 29)
+    assert_invariants(fabric, even)
 
 
 @pytest.mark.parametrize("fabric", [ndr(1344), hdr(140)], ids=["per-plane", "grouped"])
@@ -526,8 +637,8 @@ def test_switch_names_sort_in_plan_order() -> None:
         assert names == sorted(names)
         assert [s.index for s in plan.switches_in(tier)] == list(range(1, len(names) + 1))
     assert plan.switches_in("leaf")[0].name == "ib-leaf-su01-r1"
-    assert plan.switches_in("spine")[-1].name == "ib-spine-r8-b2-16"
-    assert plan.switches_in("core")[-1].name == "ib-core-32-04"
+    assert plan.switches_in("spine")[-1].name == "ib-spine-r8-b3-16"
+    assert plan.switches_in("core")[-1].name == "ib-core-g08-28"
 
 
 def test_many_sus_widen_names_to_keep_them_sorted() -> None:
@@ -632,13 +743,14 @@ def test_slurm_topology_for_three_tiers_lists_every_node_once() -> None:
         else:
             parents.update(NodeSet(fields["Switches"]))
     assert seen == Counter(ndr(1343).nodes)
-    assert lines[-3:] == [
-        "SwitchName=block01 Switches=su[01-32]",
-        "SwitchName=block02 Switches=su[33-42]",
-        "SwitchName=core Switches=block[01-02]",
+    assert lines[-4:] == [
+        "SwitchName=block01 Switches=su[01-14]",
+        "SwitchName=block02 Switches=su[15-28]",
+        "SwitchName=block03 Switches=su[29-42]",
+        "SwitchName=core Switches=block[01-03]",
     ]
     # Every SU and every block hangs under exactly one parent.
-    assert parents == Counter([f"su{i:02d}" for i in range(1, 43)] + ["block01", "block02"])
+    assert parents == Counter([f"su{i:02d}" for i in range(1, 43)] + ["block01", "block02", "block03"])
 
 
 def test_slurm_topology_leaves_out_unscheduled_hosts_and_empty_sus() -> None:

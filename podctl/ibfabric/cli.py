@@ -196,8 +196,12 @@ def routes(
 ) -> None:
     """Follow the subnet manager's routes on the plan: every leaf to every node of its rail.
 
-    Says which switch cables no route crosses (only their port counters can speak for them),
-    and fails on a loop or a port the plan has no cable at."""
+    Says which switch cables no route crosses (only their port counters can speak for them), how
+    evenly the tables spread routes over each tier's up-ports, and fails on a loop, a port the
+    plan has no cable at, or a route to an HCA that turns up after coming down (a credit-loop
+    risk). Everything is read on the tables; podctl's model stands in only for a switch the dump
+    has no table (or entry) for, and the output says where."""
+    from .balance import route_balance
     from .identity import naming_from_templates
     from .lft import routes_from_dump
 
@@ -205,8 +209,26 @@ def routes(
     guid_names, lid_names = _identified(fab, plan, names, ibnetdiscover_file, anchors_file)
     naming = naming_from_templates(fab.naming_switch, fab.naming_hca)
     lfts, result = routes_from_dump(plan, str(lfts_file), names, naming, guid_names, names_by_lid=lid_names)
+    balance = route_balance(plan, lfts, result.placed.tables)
+    source = {
+        "tables": str(lfts_file),
+        "switches_with_table": len(result.placed.forwarding),
+        "switches": len(plan.switches),
+        "modelled_switches": len(result.modelled),
+    }
     if output == "json":
-        click.echo(json.dumps({"site": str(site_file), "lfts": str(lfts_file), **result.as_dict()}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "site": str(site_file),
+                    "lfts": str(lfts_file),
+                    "routes_source": source,
+                    **result.as_dict(),
+                    "balance": balance.as_dict(),
+                },
+                indent=2,
+            )
+        )
     else:
         for warning in lfts.warnings:
             click.echo(f"warning: {warning}", err=True)
@@ -224,12 +246,19 @@ def routes(
                 f"the model there: {', '.join(result.modelled[:5])}{' ...' if len(result.modelled) > 5 else ''}"
             )
         click.echo(f"{lfts_file}: {result.placed.summary()}; {result.differ} entries differ from podctl's model")
+        click.echo(
+            f"routes followed on the subnet manager's tables for {len(result.placed.forwarding)} of "
+            f"{len(plan.switches)} switches"
+            + (f", on podctl's model for {len(result.modelled)}" if result.modelled else "; none on podctl's model")
+        )
         for tier, (n, total) in result.uncrossed.items():
             click.echo(
                 f"{tier}: {total - n} of {total} cables carry routed traffic"
                 + (f"; {n} carry none (only their port counters can speak for them)" if n else "")
             )
-    sys.exit(EXIT_OK if not result.problem_count else EXIT_WARNINGS)
+        for line in balance.lines():
+            click.echo(line)
+    sys.exit(EXIT_OK if not result.problem_count and not balance.credit_loop_risk else EXIT_WARNINGS)
 
 
 @fabric.command("counters")

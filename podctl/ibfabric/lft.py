@@ -334,6 +334,7 @@ class PlacedForwarding:
     unplaced: tuple[str, ...]  # tables and destinations the plan has no place for, with why
     destinations: int  # (host, rail) entries placed, over every switch
     missing_top: tuple[MissingTop, ...] = ()
+    tables: Mapping[str, SwitchTable] = field(default_factory=dict)  # switch -> its table, by LID (balance.py)
 
     def summary(self) -> str:
         return f"{len(self.forwarding)} switch table(s) placed on the plan, {self.destinations} route entries" + (
@@ -369,6 +370,7 @@ def place_forwarding(
         return (host, rail) if host and rail is not None else None
 
     forwarding: dict[str, dict[tuple[str, int], int]] = {}
+    placed_tables: dict[str, SwitchTable] = {}
     unplaced: list[str] = []
     unnamed: list[str] = []
     placed = 0
@@ -407,6 +409,7 @@ def place_forwarding(
             )
         entries = {where: table.port(lid) for lid, where in where_of.items() if table.port(lid) != NO_PORT}
         forwarding[name] = entries
+        placed_tables[name] = table
         placed += len(entries)
     if unnamed:
         distinct = sorted(set(unnamed))
@@ -428,7 +431,7 @@ def place_forwarding(
         )
         for lid, tables in sorted(lfts.missing_top().items())
     )
-    return PlacedForwarding(forwarding, tuple(unplaced), placed, missing)
+    return PlacedForwarding(forwarding, tuple(unplaced), placed, missing, placed_tables)
 
 
 # -- followed -------------------------------------------------------------------------------------

@@ -44,6 +44,11 @@ class CheckResult:
         self.diagnostics.append(Diagnostic(Severity.ERROR, format_path(path), message, location, code=code))
         self.site = None
 
+    def warning(self, path: PathKey, message: str, hint: str, *, code: str) -> None:
+        """Add a warning at `path`, placed in the file when the text was parsed."""
+        location = self.source.locate(path) if self.source is not None else None
+        self.diagnostics.append(Diagnostic(Severity.WARNING, format_path(path), message, location, hint, code=code))
+
     @property
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.severity is Severity.ERROR]

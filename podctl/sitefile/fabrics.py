@@ -131,7 +131,7 @@ class FabricSections:
                 rails=rails,
                 nodes=attached,
                 subnet_managers=sms,
-                routing_engine=f.get("routing_engine", "ftree"),
+                routing_engine=f.get("routing_engine"),
                 switch_prefix=f.get("switch_prefix", "ib" if fname == "compute" else "st"),
                 naming_switch=tuple(f.get("naming", {}).get("switch", [])),
                 naming_hca=tuple(f.get("naming", {}).get("hca", [])),

@@ -315,6 +315,12 @@ def validate_site(
 
         forwarding, route_notes = subnet_manager_routes(site, dumps.lfts, guid_names)
         notes += route_notes
+    elif "compute" in site.fabrics:
+        notes.append(
+            "routes: podctl's model of ftree, not the subnet manager's (no --lfts): OpenSM numbers "
+            "destinations otherwise (a fifth of the entries differ at 4 SUs), so a failing test may "
+            "accuse the wrong cable; give --lfts (dump_lfts.sh > FILE) for localization to follow its tables"
+        )
     started = datetime.now(UTC)
     report_dir = report_dir or Path("reports") / f"{started:%Y%m%dT%H%M%SZ}-validate"
     workdir = scratch_dir(report_dir)

@@ -418,6 +418,8 @@ def validate_pod(
         else {
             "figure": spec.figure,
             "bound_gbps": spec.bound,
+            # Which routes localization followed: the subnet manager's (--lfts), else podctl's model.
+            "routes": "subnet manager's tables" if forwarding else "podctl's model of ftree (no --lfts)",
             "localization_rounds": nccl.rounds,
             "bad_nodes": list(nccl.diagnosis.bad_nodes) if nccl.diagnosis else [],
             "bad_links": [list(x) for x in nccl.diagnosis.bad_links] if nccl.diagnosis else [],

@@ -98,7 +98,13 @@ def route(
     started = time.monotonic()
     with open(fabric.workdir / "opensm" / f"{name}.out", "wb") as out:
         process = spawn(
-            [*argv, "-o"], _sm_env(fabric, sim_host), False, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+            [*argv, "-o"],
+            _sm_env(fabric, sim_host),
+            False,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            cwd=fabric.workdir,  # umad2sim writes its stand-in sysfs (sys-PID/) into the working folder
         )
         try:
             code = process.wait(timeout=timeout)
@@ -183,7 +189,9 @@ def start_sm(
     if priority is not None:
         argv += ["-p", str(int(priority))]
     with open(fabric.workdir / "opensm" / f"{name}.out", "wb") as out:
-        process = spawn(argv, _sm_env(fabric, sim_host), False, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        process = spawn(
+            argv, _sm_env(fabric, sim_host), False, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=fabric.workdir
+        )
     manager = SubnetManager(fabric, process, log, engine)
     fabric.managers.append(manager)
     try:

@@ -97,7 +97,7 @@ KNOWN_HOSTS_FILES = (
 @dataclass(frozen=True)
 class SshTarget:
     """A node as podctl reaches it. A host whose key is not known is refused, as ssh and podctl
-    deploy do: known from KNOWN_HOSTS_FILES, and from `known_hosts` (a sim pod's own file)."""
+    deploy do: known from `known_hosts` (a sim pod's own file) when given, else KNOWN_HOSTS_FILES."""
 
     host: str
     address: str
@@ -160,7 +160,9 @@ class Nodes:
         )
         # fabric accepts any host key it has not seen; podctl does not.
         known = conn.client.get_host_keys()
-        for path in (*KNOWN_HOSTS_FILES, *t.known_hosts):
+        # A sim pod's own file, when it has one, is the whole truth about its nodes, as for ssh
+        # (UserKnownHostsFile): an older pod's keys at the same addresses in the user's file do not count.
+        for path in t.known_hosts or KNOWN_HOSTS_FILES:
             if path.is_file():
                 try:
                     known.load(str(path))

@@ -243,15 +243,22 @@ class Facts:
             )
         if site.monitoring:
             m = site.monitoring
+            web = self.monitoring_web
             out["monitoring"].append(
                 {
-                    "what": "Prometheus" + (", Alertmanager with alert rules" if m.alert_rules else ""),
+                    "what": "Prometheus"
+                    + (", Alertmanager with alert rules" if m.alert_rules else "")
+                    + f" on {web.listen_address if web else '?'}, behind a login"
+                    + (" over TLS" if m.tls else ""),
                     "where": m.prometheus_host,
                 }
             )
             for exporter, targets in self.scrape_targets.items():
                 out["monitoring"].append(
-                    {"what": f"{exporter} exporter", "where": fold_hostlist([t.split(":")[0] for t in targets])}
+                    {
+                        "what": f"{exporter} exporter, for the Prometheus host alone (nftables)",
+                        "where": fold_hostlist([t.split(":")[0] for t in targets]),
+                    }
                 )
         compute = [n.hostname for n in site.nodes if Role.COMPUTE in n.roles]
         if compute:

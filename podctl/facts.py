@@ -24,6 +24,34 @@ cached_plan = lru_cache(maxsize=8)(plan_fabric)
 # Slurm drains a node whose RealMemory exceeds what it finds; leave room for the OS.
 SLURM_MEMORY_FRACTION = 0.9
 
+# The ports of podctl's monitoring. The monitoring role's defaults are the same; its preflight
+# checks the exporters' against the scrape targets derived here.
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+EXPORTER_PORTS = {"node": 9100, "slurm": 9341, "dcgm": 9400}
+# On the Prometheus host: GETs a path of Prometheus or Alertmanager behind their login, the password
+# on its standard input (the monitoring role installs it; podctl status runs it over SSH).
+MONITORING_QUERY_PROGRAM = "/usr/local/lib/podctl/podctl-monitoring-get"
+_DURATION_UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def duration_s(text: str) -> float:
+    """Seconds of a Prometheus duration as the schema allows it (one number and unit: 15s, 500ms, 1m)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(number) * _DURATION_UNITS_S[text[len(number) :]]
+
+
+@dataclass(frozen=True)
+class MonitoringWeb:
+    """How Prometheus and Alertmanager are reached on the Prometheus host, behind their login."""
+
+    listen_address: str  # what both bind: the host's management address, or 127.0.0.1
+    host: str  # what clients put in their URLs: that address, or the name the site's certificate carries
+    scheme: str  # https with the site's certificate, else http
+
+    def url(self, port: int, path: str) -> str:
+        return f"{self.scheme}://{self.host}:{port}{path}"
+
 
 def hcas_for(profile: Profile, fabric: str) -> HCAs:
     """The HCAs of `profile` that a fabric named `fabric` cables: compute_hcas for "compute", else storage_hcas."""
@@ -161,14 +189,28 @@ class Facts:
         if mon is None:
             return {}
         targets: dict[str, list[str]] = {}
+        port = EXPORTER_PORTS
         if "node" in mon.exporters:
-            targets["node"] = [f"{n.hostname}:9100" for n in self.site.nodes]
+            targets["node"] = [f"{n.hostname}:{port['node']}" for n in self.site.nodes]
         if "slurm" in mon.exporters and self.site.slurm:
-            targets["slurm"] = [f"{h}:9341" for h in self.site.slurm.controllers[:1]]
+            targets["slurm"] = [f"{h}:{port['slurm']}" for h in self.site.slurm.controllers[:1]]
         if "dcgm" in mon.exporters:
             gpu_nodes = [n for n in self.site.nodes if self.site.profile_of(n).gpus]
-            targets["dcgm"] = [f"{n.hostname}:9400" for n in gpu_nodes]
+            targets["dcgm"] = [f"{n.hostname}:{port['dcgm']}" for n in gpu_nodes]
         return targets
+
+    @cached_property
+    def monitoring_web(self) -> MonitoringWeb | None:
+        mon = self.site.monitoring
+        if mon is None:
+            return None
+        if mon.listen == "localhost":
+            address = "127.0.0.1"
+        else:
+            address = str(self.site.node(mon.prometheus_host).address)
+        if mon.tls is not None:
+            return MonitoringWeb(listen_address=address, host=mon.tls.server_name, scheme="https")
+        return MonitoringWeb(listen_address=address, host=address, scheme="http")
 
     # -- Summary ----------------------------------------------------------------------
 
@@ -218,15 +260,22 @@ class Facts:
             )
         if site.monitoring:
             m = site.monitoring
+            web = self.monitoring_web
             out["monitoring"].append(
                 {
-                    "what": "Prometheus" + (", Alertmanager with alert rules" if m.alert_rules else ""),
+                    "what": "Prometheus"
+                    + (", Alertmanager with alert rules" if m.alert_rules else "")
+                    + f" on {web.listen_address if web else '?'}, behind a login"
+                    + (" over TLS" if m.tls else ""),
                     "where": m.prometheus_host,
                 }
             )
             for exporter, targets in self.scrape_targets.items():
                 out["monitoring"].append(
-                    {"what": f"{exporter} exporter", "where": fold_hostlist([t.split(":")[0] for t in targets])}
+                    {
+                        "what": f"{exporter} exporter, for the Prometheus host alone (nftables)",
+                        "where": fold_hostlist([t.split(":")[0] for t in targets]),
+                    }
                 )
         compute = [n.hostname for n in site.nodes if Role.COMPUTE in n.roles]
         if compute:

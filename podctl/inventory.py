@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import nodehealth, yamlout
+from . import nodehealth, state, yamlout
 from .assets import validation_package
 from .errors import PodctlError
-from .facts import Facts
+from .facts import MONITORING_QUERY_PROGRAM, Facts, duration_s
 from .fsio import write_tree
 from .hostlist import is_hostname
 from .model import VALIDATION_EXEC, HealthCheck, Role, Secret, Site
@@ -137,12 +137,13 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
             "health_check": _health_check_vars(s.health_check),
             "restart_batch": s.restart_batch,
         }
-    if site.monitoring:
-        mon = site.monitoring
+    if site.monitoring and facts.monitoring_web:
+        mon, web = site.monitoring, facts.monitoring_web
         out["podctl_monitoring"] = {
             "prometheus_host": mon.prometheus_host,
             "retention": mon.retention,
             "scrape_interval": mon.scrape_interval,
+            "scrape_interval_s": duration_s(mon.scrape_interval),
             "alert_rules": mon.alert_rules,
             "exporters": list(mon.exporters),
             "targets": facts.scrape_targets,
@@ -150,6 +151,16 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
             "health_check_interval_s": (
                 site.slurm.health_check.interval_s if site.slurm and site.slurm.health_check else None
             ),
+            # Prometheus and Alertmanager: where they listen, how clients name them, and the login.
+            "listen_address": web.listen_address,
+            "web_host": web.host,
+            "web_scheme": web.scheme,
+            "tls": {"cert": str(mon.tls.cert), "key": str(mon.tls.key)} if mon.tls else None,
+            # A file on the controller: the role writes it once, podctl status reads it.
+            "password_file": str(state.monitoring_password_path(site.name)),
+            "query_program": MONITORING_QUERY_PROGRAM,
+            # The one address, besides a node itself, whose packets reach the exporters.
+            "prometheus_address": str(site.node(mon.prometheus_host).address),
         }
     tools = site.validation.tools
     out["podctl_validation_tools"] = {

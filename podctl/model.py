@@ -253,6 +253,22 @@ class Slurm:
     restart_batch: int = 32
 
 
+# Where Prometheus and Alertmanager listen (monitoring.listen): the Prometheus host's management
+# address, or its loopback address alone.
+MONITORING_LISTEN = ("management", "localhost")
+
+
+@dataclass(frozen=True)
+class MonitoringTls:
+    """The site's certificate for Prometheus and Alertmanager (PEM files on the controller)."""
+
+    cert: Path
+    key: Path
+    # The name in the certificate that clients ask for: the Prometheus host's FQDN or host name
+    # (listen: management), or localhost (listen: localhost).
+    server_name: str
+
+
 @dataclass(frozen=True)
 class Monitoring:
     prometheus_host: str
@@ -260,6 +276,8 @@ class Monitoring:
     scrape_interval: str
     exporters: tuple[str, ...]
     alert_rules: bool
+    listen: str = "management"
+    tls: MonitoringTls | None = None
 
 
 @dataclass(frozen=True)

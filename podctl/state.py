@@ -1,4 +1,4 @@
-"""Where podctl keeps what outlives one command (the sim, for now).
+"""Where podctl keeps what outlives one command: the sim, and a site's secrets on the controller.
 
 Layout (root = $PODCTL_STATE_DIR, else $XDG_STATE_HOME/podctl, else
 ~/.local/state/podctl):
@@ -10,6 +10,12 @@ Layout (root = $PODCTL_STATE_DIR, else $XDG_STATE_HOME/podctl, else
     <root>/sim/<pod>/faults.json  faults injected and not yet cleared
     <root>/sim/<pod>/pod.json     the nodes `podctl sim up` made: host name -> address
     <root>/sim/<pod>/known_hosts  their SSH host keys, read from each container by podman
+
+    <root>/sites/<site>/monitoring-password
+                                  the password of Prometheus's and Alertmanager's login (user
+                                  podctl), 0600 in a 0700 folder: the monitoring role writes it
+                                  on the first deploy, `podctl status` reads it; the Prometheus
+                                  host keeps only its bcrypt hash
 
 Only `podctl sim up` writes pod.json. It is how podctl knows that a site's nodes are containers
 it made (`sim_pod`): a site file cannot say so itself, so it cannot switch off what the sim alone
@@ -57,6 +63,14 @@ def ssh_key_path(pod: str) -> Path:
 
 def ssh_config_path(pod: str) -> Path:
     return pod_dir(pod) / "ssh_config"
+
+
+def site_dir(site: str) -> Path:
+    return state_root() / "sites" / site
+
+
+def monitoring_password_path(site: str) -> Path:
+    return site_dir(site) / "monitoring-password"
 
 
 def mount_dir(pod: str, mount_name: str) -> Path:

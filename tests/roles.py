@@ -8,12 +8,14 @@ their real consumers (Slurm's daemons, promtool, amtool) use it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 
 import yaml
 
@@ -81,3 +83,13 @@ def render_templates(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return {name: (out / name).read_text() for name in templates}
+
+
+def bcrypt_filter() -> ModuleType:
+    """The collection's filter plugin podctl.pod.bcrypt_hash, as a module (Ansible loads it so)."""
+    path = roles_dir().parent / "plugins" / "filter" / "bcrypt_hash.py"
+    spec = importlib.util.spec_from_file_location("podctl_bcrypt_hash", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -168,3 +168,35 @@ def test_rfc_1123_labels_are_host_names(name: str) -> None:
     from podctl.hostlist import is_hostname
 
     assert is_hostname(name)
+
+
+def _monitoring_vars(site_path: Path) -> dict:
+    return yaml.safe_load(render(load_site(site_path))["group_vars/all/podctl.yml"])["podctl_monitoring"]
+
+
+def test_monitoring_vars_say_where_prometheus_listens_how_it_is_named_and_where_its_password_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from podctl.facts import duration_s
+
+    monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
+    login = ("listen_address", "web_host", "web_scheme", "tls", "password_file", "prometheus_address")
+    sim = _monitoring_vars(SIM_SITE)
+    password = str(tmp_path / "state" / "sites" / "sim" / "monitoring-password")
+    assert [sim[k] for k in login] == ["10.89.0.10", "10.89.0.10", "http", None, password, "10.89.0.10"]
+    assert sim["scrape_interval_s"] == 15 and sim["query_program"] == "/usr/local/lib/podctl/podctl-monitoring-get"
+    # listen: localhost binds the loopback address; the exporters' firewall still names the host's address.
+    local = tmp_path / "local.yaml"
+    local.write_text(
+        SIM_SITE.read_text().replace("  alert_rules: true\n", "  alert_rules: true\n  listen: localhost\n")
+    )
+    assert [_monitoring_vars(local)[k] for k in login][:3] == ["127.0.0.1", "127.0.0.1", "http"]
+    assert _monitoring_vars(local)["prometheus_address"] == "10.89.0.10"
+    # With the site's certificate, clients name the host as the certificate does (tests/data/tls).
+    every = _monitoring_vars(REPO / "tests" / "data" / "valid-every-field.yaml")
+    assert [every[k] for k in login][:3] == ["10.20.0.5", "mgmt01.lab.example.com", "https"]
+    assert every["tls"] == {
+        "cert": str(REPO / "tests" / "data" / "tls" / "mgmt01.crt"),
+        "key": str(REPO / "tests" / "data" / "tls" / "mgmt01.key"),
+    }
+    assert [duration_s(t) for t in ("500ms", "15s", "2m", "1h")] == [0.5, 15, 120, 3600]

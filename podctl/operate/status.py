@@ -2,14 +2,20 @@
 
     Slurm (sinfo on the controller)          each node's state and drain reason
     each compute node (one SSH round)        the health gate's last record, the last certification
-    Prometheus (its API on the monitoring host)   the alerts firing or pending
+    Prometheus (its API on the monitoring host, behind its login)   the alerts firing or pending
 
 Every source may be missing or broken (a node unreachable, a record never written, Prometheus
 down); the status says so in place of the figure and never stops at the first gap.
+
+Prometheus is asked on its own host, over SSH, by the program the monitoring role installs there
+(podctl.facts.MONITORING_QUERY_PROGRAM), with the monitoring password that the role keeps on this
+controller: the password goes in on the program's standard input, never on a command line, which
+every user of that host can read in the process list.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from dataclasses import dataclass, field
@@ -17,19 +23,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .. import state
+from ..facts import MONITORING_QUERY_PROGRAM
 from ..model import Role, Site
 from ..nodehealth import GATE_STATE
-from ..remote import Nodes, command_line, site_nodes
+from ..remote import Nodes, RemoteResult, site_nodes
 from ..validate.ledger import CERT_RECORD
 from ..validate.slurm import NodeState, SlurmError, SlurmJobs
 
-PROMETHEUS_PORT = 9090
 SEPARATOR = "----podctl-status----"
-ALERTS_PROGRAM = (
-    "import sys, urllib.request\n"
-    "url = 'http://localhost:%d/api/v1/alerts'\n"
-    "sys.stdout.write(urllib.request.urlopen(url, timeout=10).read().decode())\n"
-)
+ALERTS_COMMAND = f"{MONITORING_QUERY_PROGRAM} prometheus /api/v1/alerts"
+QUERY_TIMEOUT_S = 30
 
 
 @dataclass
@@ -87,9 +91,38 @@ def node_records(nodes: Nodes, hosts: list[str]) -> dict[str, tuple[dict | None,
     return out
 
 
-def prometheus_alerts(nodes: Nodes, host: str) -> tuple[list[dict[str, Any]], str | None]:
+def monitoring_password(site: Site) -> tuple[str | None, str | None]:
+    """(the monitoring password kept on this controller, None), or (None, why there is none)."""
+    path = state.monitoring_password_path(site.name)
+    try:
+        password = path.read_text(encoding="utf-8").splitlines()[0].strip() if path.stat().st_size else ""
+    except FileNotFoundError:
+        return None, f"no monitoring password at {path}: deploy the monitoring stage from this controller"
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read the monitoring password at {path}: {exc}"
+    if not password:
+        return None, f"the monitoring password file {path} is empty: remove it and deploy the monitoring stage"
+    return password, None
+
+
+def ask_with_secret(nodes: Nodes, host: str, command: str, secret: str, timeout_s: float) -> RemoteResult:
+    """Run `command` on `host` with `secret` as the first line of its standard input."""
+    conn = nodes.connection(host)
+    try:
+        done = conn.run(command, hide=True, warn=True, timeout=timeout_s, in_stream=io.StringIO(secret + "\n"))
+    except Exception as exc:  # noqa: BLE001 - as Nodes.run: every failure is a result
+        return RemoteResult(host, None, "", "", f"cannot ask {host} over SSH: {type(exc).__name__}: {exc}")
+    finally:
+        conn.close()
+    return RemoteResult(host, done.exited, done.stdout, done.stderr)
+
+
+def prometheus_alerts(nodes: Nodes, host: str, password: str) -> tuple[list[dict[str, Any]], str | None]:
     """The alerts Prometheus holds (firing or pending), or why they could not be read."""
-    r = nodes.run(host, command_line(["python3", "-c", ALERTS_PROGRAM % PROMETHEUS_PORT]), timeout_s=30)
+    return parse_alerts(host, ask_with_secret(nodes, host, ALERTS_COMMAND, password, QUERY_TIMEOUT_S))
+
+
+def parse_alerts(host: str, r: RemoteResult) -> tuple[list[dict[str, Any]], str | None]:
     if r.error or r.returncode != 0:
         return [], f"Prometheus on {host}: {r.error or r.stderr.strip().splitlines()[-1:] or 'no answer'}"
     data = _record(r.stdout) or {}
@@ -130,8 +163,9 @@ def pod_status(site: Site, private_key: Path | None) -> PodStatus:
         health, cert, unreachable = records.get(host, (None, None, "not asked"))
         status.nodes.append(NodeStatus(host, states.get(host), health, cert, unreachable))
     if site.monitoring is not None:
-        alerts, problem = prometheus_alerts(nodes, site.monitoring.prometheus_host)
-        status.alerts = alerts
+        password, problem = monitoring_password(site)
+        if password is not None:
+            status.alerts, problem = prometheus_alerts(nodes, site.monitoring.prometheus_host, password)
         if problem:
             status.problems.append(problem)
     return status

@@ -1,7 +1,7 @@
 """Fault injection: stop a node, throttle its network, stop a service, undo.
 
 Throttling uses a token-bucket filter (tbf): the kernel here has no netem,
-but tbf works.  Containers lack CAP_NET_ADMIN, so `tc` runs from the host:
+but tbf works.  `tc` runs from the host, never through the node:
 inside the node's network namespace (`nsenter -t PID -n`) for what the node
 sends, and on the host end of its veth pair for what it receives.  Every
 fault is recorded under the pod's state dir so `status` can show it and

@@ -33,9 +33,11 @@ from .podman import (
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 # Beyond podman's defaults: sshd writes audit records at login, ping needs
-# raw sockets, slurmd/munge and benchmarks adjust priorities.  No NET_ADMIN:
-# faults are injected from the host, not from inside a node.
-EXTRA_CAPABILITIES: tuple[str, ...] = ("AUDIT_WRITE", "NET_RAW", "SYS_NICE")
+# raw sockets, slurmd/munge and benchmarks adjust priorities, and the
+# monitoring role loads its nftables rules (NET_ADMIN, in the node's own
+# network namespace).  Faults are still injected from the host, never from
+# inside a node.
+EXTRA_CAPABILITIES: tuple[str, ...] = ("AUDIT_WRITE", "NET_ADMIN", "NET_RAW", "SYS_NICE")
 
 # podman's own defaults exceed this machine's hard limits (docs/environment.md);
 # passing them explicitly keeps the sim working without containers.conf.

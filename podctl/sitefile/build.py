@@ -92,7 +92,7 @@ class Builder(NodeSections, FabricSections, ServiceSections):
         ipoib = self.ipoib(management, fabrics.get("compute"))
         storage = self.storage()
         slurm = self.slurm(meta["name"], storage)
-        monitoring = self.monitoring()
+        monitoring = self.monitoring(management, file)
         validation = self.validation(profiles, storage, file)
         self.name_and_time_servers(management)
         site = Site(

@@ -15,8 +15,10 @@ killed mid-run.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -26,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from podctl import state
 from tests.simpod import Pod as DeployPod
 from tests.simpod import daemons_changed, podctl
 
@@ -196,19 +199,125 @@ def test_sacct_lists_the_job(deploy_pod: DeployPod) -> None:
     _wait_for(listed, 60, "sacct to list the srun job")
 
 
+def _monitoring_password(pod: DeployPod) -> str:
+    """The login the deploy generated on this controller (the test pod's site is named after it)."""
+    return state.monitoring_password_path(pod.name).read_text().strip()
+
+
+def _prometheus(pod: DeployPod, path: str) -> Any:
+    """GET a path of Prometheus from this controller, with the login; its JSON."""
+    token = base64.b64encode(f"podctl:{_monitoring_password(pod)}".encode()).decode()
+    request = urllib.request.Request(f"http://{HEAD_ADDRESS}:9090{path}", headers={"Authorization": f"Basic {token}"})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=5) as response:
+        return json.load(response)
+
+
 def test_prometheus_reports_every_node_exporter_up(deploy_pod: DeployPod) -> None:
     expected = {f"{h}:9100" for h in ["head01", *COMPUTE]}
 
     def all_up() -> bool:
-        with urllib.request.urlopen(f"http://{HEAD_ADDRESS}:9090/api/v1/targets", timeout=5) as response:
-            targets = json.load(response)["data"]["activeTargets"]
+        targets = _prometheus(deploy_pod, "/api/v1/targets")["data"]["activeTargets"]
         health = {t["labels"]["instance"]: t["health"] for t in targets if t["labels"]["job"] == "node"}
         return set(health) == expected and set(health.values()) == {"up"}
 
     _wait_for(all_up, 90, "every node_exporter target up")
-    with urllib.request.urlopen(f"http://{HEAD_ADDRESS}:9090/api/v1/rules", timeout=5) as response:
-        rules = {r["name"]: r for g in json.load(response)["data"]["groups"] for r in g["rules"]}
+    rules = {r["name"]: r for g in _prometheus(deploy_pod, "/api/v1/rules")["data"]["groups"] for r in g["rules"]}
     assert rules["NodeDown"]["query"] == 'up{job="node"} == 0'
+
+
+# Run on a node: what answers there, without the login, from where it runs.
+PROBE = r"""
+import concurrent.futures, json, socket, sys, urllib.error, urllib.request
+def http(method, url, data=None):
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=5)
+        return "answered"
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError as exc:
+        return type(exc).__name__
+def connect(address):
+    host, port = address.split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        return "open"
+    except socket.timeout:
+        return "timeout"
+    except OSError as exc:
+        return type(exc).__name__
+silence = json.dumps({"matchers": [{"name": "alertname", "value": "PodctlNodeCannotDrain", "isRegex": False}],
+    "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z", "createdBy": "x", "comment": "x"})
+with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    ports = dict(zip(sys.argv[1:], pool.map(connect, sys.argv[1:])))
+print(json.dumps({"silence": http("POST", "http://head01:9093/api/v2/silences", silence.encode()),
+    "alerts": http("GET", "http://head01:9090/api/v1/alerts"), "ports": ports}))
+"""
+
+
+def _probe(pod: DeployPod, host: str, *addresses: str, user: str = "root") -> dict[str, Any]:
+    command = f"python3 -c {shlex.quote(PROBE)} {' '.join(addresses)}"
+    if user != "root":
+        command = f"runuser -u {user} -- {command}"
+    proc = pod.sh(host, command)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_monitoring_answers_behind_its_login_and_exporters_answer_prometheus_alone(deploy_pod: DeployPod) -> None:
+    # A compute node: Alertmanager refuses a silence without the login, Prometheus its API; no
+    # exporter of another node answers it (dropped: a connection that times out).
+    node01 = _probe(deploy_pod, "node01", "node02:9100", "node03:9100", "head01:9100", "head01:9341")
+    assert node01["silence"] == 401 and node01["alerts"] == 401, node01
+    assert set(node01["ports"].values()) == {"timeout"}, node01
+    # A login user on the Prometheus host (the issue's attack): refused too, and its address
+    # opens no exporter for that user (the output rules refuse at once).
+    login = _probe(deploy_pod, "head01", "node01:9100", "head01:9100", "head01:9341", user="nobody")
+    assert login["silence"] == 401 and login["alerts"] == 401, login
+    assert set(login["ports"].values()) == {"ConnectionRefusedError"}, login
+    # The probe can see an open port: root on the Prometheus host reaches every exporter.
+    assert set(_probe(deploy_pod, "head01", "node02:9100", "head01:9341")["ports"].values()) == {"open"}
+
+    # Prometheus still scrapes every target, itself and the Slurm exporter included.
+    def every_target_up() -> bool:
+        series = _prometheus(deploy_pod, "/api/v1/query?query=up")["data"]["result"]
+        up = {(s["metric"]["job"], s["metric"]["instance"]): s["value"][1] for s in series}
+        return len(up) == 6 and set(up.values()) == {"1"}
+
+    _wait_for(every_target_up, 60, "up == 1 for every target")
+
+    # Secrets: the web config holds hashes; the passwords are in no run's artifacts.
+    modes = deploy_pod.ssh(
+        "head01",
+        "cd /etc/prometheus && stat -c '%n %U:%G %a' alertmanager.yml podctl-web.yml podctl-prometheus.password",
+    )
+    assert modes.split("\n")[:3] == [
+        f"{f} root:prometheus 640" for f in ("alertmanager.yml", "podctl-web.yml", "podctl-prometheus.password")
+    ], modes
+    password_file = state.monitoring_password_path(deploy_pod.name)
+    assert (password_file.stat().st_mode & 0o777, password_file.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    secrets = [
+        _monitoring_password(deploy_pod),
+        deploy_pod.ssh("head01", "cat /etc/prometheus/podctl-prometheus.password").strip(),
+    ]
+    assert all(len(secret) == 32 for secret in secrets)
+    on_head = deploy_pod.sh("head01", f"grep -rlF -e {secrets[0]} -e {secrets[1]} /etc /var/log /var/lib/prometheus")
+    assert on_head.stdout.strip() == "/etc/prometheus/podctl-prometheus.password", on_head.stdout
+    for path in deploy_pod.runs_dir.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not any(secret in text for secret in secrets), f"a monitoring password in {path}"
+    assert "PodctlNodeCannotDrain" not in json.dumps(_silences(deploy_pod))
+
+
+def _silences(pod: DeployPod) -> Any:
+    proc = pod.sh(
+        "head01",
+        "/usr/local/lib/podctl/podctl-monitoring-get --user prometheus --password-file "
+        "/etc/prometheus/podctl-prometheus.password alertmanager /api/v2/silences",
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def _munge_key(pod: DeployPod) -> tuple[str, str]:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from podctl.assets import roles_dir
+from tests.roles import bcrypt_filter
 
 pytestmark = pytest.mark.deploy
 
@@ -144,3 +145,141 @@ def test_dcgm_without_gpus_is_one_hardware_gate(tmp_path: Path) -> None:
     assert "TASK [monitoring : Hardware gate | DCGM exporter]" in proc.stdout
     assert '"msg": "skipped: no GPU"' in proc.stdout
     assert "DCGM | packages" not in proc.stdout
+
+
+# -- the login and the exporters' firewall -------------------------------------------------------
+
+DATA = REPO / "tests" / "data"
+LOGIN_FILES = {
+    "prometheus.yml": "prometheus.yml.j2",
+    "prometheus.default": "prometheus.default.j2",
+    "prometheus-alertmanager.default": "prometheus-alertmanager.default.j2",
+    "podctl-web.yml": "podctl-web.yml.j2",
+    "podctl-monitoring-get": "podctl-monitoring-get.j2",
+}
+EXPORTER_FILES = {
+    "prometheus-node-exporter.default": "prometheus-node-exporter.default.j2",
+    "podctl-slurm-exporter.service": "podctl-slurm-exporter.service.j2",
+    "podctl-monitoring.nft": "podctl-monitoring.nft.j2",
+}
+# Ports the exporters' rules must never name: SSH, Slurm (slurmctld, slurmd, slurmdbd), NFS and
+# its portmapper, MariaDB.
+NEVER_FILTERED = {22, 111, 2049, 3306, 6817, 6818, 6819}
+
+
+def web_users() -> dict[str, str]:
+    """The web config's users as the role hashes them, for throwaway passwords."""
+    plugin = bcrypt_filter()
+    return {"podctl": plugin.bcrypt_hash("p" * 32), "prometheus": plugin.bcrypt_hash("q" * 32)}
+
+
+def test_the_login_hash_is_bcrypt_the_same_on_every_run_and_refuses_what_bcrypt_cannot_take() -> None:
+    import bcrypt
+    from ansible.errors import AnsibleFilterError
+
+    plugin = bcrypt_filter()
+    first, again, other = plugin.bcrypt_hash("A" * 32), plugin.bcrypt_hash("A" * 32), plugin.bcrypt_hash("B" * 32)
+    assert first == again and first.startswith("$2b$10$") and len(first) == 60
+    assert bcrypt.checkpw(b"A" * 32, first.encode()) and not bcrypt.checkpw(b"B" * 32, first.encode())
+    assert other[:29] != first[:29]  # another password, another salt
+    for bad in ("", None, "x" * 73):
+        with pytest.raises(AnsibleFilterError):
+            plugin.bcrypt_hash(bad)
+
+
+@pytest.mark.ansible
+def test_prometheus_and_alertmanager_listen_on_the_management_address_behind_their_login(tmp_path: Path) -> None:
+    from tests.roles import render_templates
+
+    files = render_templates(
+        SIM_SITE, "monitoring", "head01", LOGIN_FILES, tmp_path, {"__podctl_monitoring_web_users": web_users()}
+    )
+    web = "--web.config.file=/etc/prometheus/podctl-web.yml"
+    assert "--web.listen-address=10.89.0.10:9090 " + web in files["prometheus.default"]
+    assert "--web.listen-address=10.89.0.10:9093 " + web in files["prometheus-alertmanager.default"]
+    config = yaml.safe_load(files["prometheus.yml"])
+    login = {"username": "prometheus", "password_file": "/etc/prometheus/podctl-prometheus.password"}
+    (alertmanagers,) = config["alerting"]["alertmanagers"]
+    assert alertmanagers["basic_auth"] == login and alertmanagers["scheme"] == "http"
+    assert alertmanagers["static_configs"] == [{"targets": ["10.89.0.10:9093"]}]
+    (itself,) = [job for job in config["scrape_configs"] if job["job_name"] == "prometheus"]
+    assert itself["basic_auth"] == login and itself["static_configs"] == [{"targets": ["10.89.0.10:9090"]}]
+    assert "tls_config" not in itself
+    assert yaml.safe_load(files["podctl-web.yml"]) == {"basic_auth_users": web_users()}
+    assert 'URLS = {\n    "prometheus": "http://10.89.0.10:9090",' in files["podctl-monitoring-get"]
+    assert "CERTIFICATE = None" in files["podctl-monitoring-get"]
+
+
+@pytest.mark.ansible
+def test_with_listen_localhost_they_bind_the_loopback_address(tmp_path: Path) -> None:
+    from tests.roles import render_templates
+
+    site = tmp_path / "site.yaml"
+    site.write_text(SIM_SITE.read_text().replace("  alert_rules: true\n", "  alert_rules: true\n  listen: localhost\n"))
+    files = render_templates(
+        site, "monitoring", "head01", LOGIN_FILES, tmp_path, {"__podctl_monitoring_web_users": web_users()}
+    )
+    assert "--web.listen-address=127.0.0.1:9090 " in files["prometheus.default"]
+    assert "--web.listen-address=127.0.0.1:9093 " in files["prometheus-alertmanager.default"]
+    config = yaml.safe_load(files["prometheus.yml"])
+    assert config["alerting"]["alertmanagers"][0]["static_configs"] == [{"targets": ["127.0.0.1:9093"]}]
+    # The exporters still bind the management address: Prometheus scrapes them from there.
+    node = render_templates(site, "monitoring", "head01", EXPORTER_FILES, tmp_path)
+    assert "--web.listen-address=10.89.0.10:9100 " in node["prometheus-node-exporter.default"]
+
+
+@pytest.mark.ansible
+def test_with_the_sites_certificate_clients_pin_it_and_name_the_host_it_serves(tmp_path: Path) -> None:
+    from tests.roles import render_templates
+
+    site = DATA / "valid-every-field.yaml"
+    files = render_templates(
+        site, "monitoring", "mgmt01", LOGIN_FILES, tmp_path, {"__podctl_monitoring_web_users": web_users()}
+    )
+    assert "--web.listen-address=10.20.0.5:9090 " in files["prometheus.default"]
+    config = yaml.safe_load(files["prometheus.yml"])
+    (itself,) = [job for job in config["scrape_configs"] if job["job_name"] == "prometheus"]
+    assert itself["scheme"] == "https" and itself["tls_config"] == {"ca_file": "/etc/prometheus/podctl-web.crt"}
+    assert itself["static_configs"] == [{"targets": ["mgmt01.lab.example.com:9090"]}]
+    assert config["alerting"]["alertmanagers"][0]["scheme"] == "https"
+    assert yaml.safe_load(files["podctl-web.yml"])["tls_server_config"] == {
+        "cert_file": "/etc/prometheus/podctl-web.crt",
+        "key_file": "/etc/prometheus/podctl-web.key",
+    }
+    assert '"prometheus": "https://mgmt01.lab.example.com:9090"' in files["podctl-monitoring-get"]
+    assert 'CERTIFICATE = "/etc/prometheus/podctl-web.crt"' in files["podctl-monitoring-get"]
+
+
+def _filtered_ports(rules: str, chain: str) -> set[int]:
+    import re
+
+    body = rules[rules.index(f"chain {chain} {{") :]
+    ports = re.search(r"tcp dport \{ ([0-9, ]+) \}", body[: body.index("}\n") + 2])
+    assert ports, body
+    return {int(p) for p in ports[1].split(",")}
+
+
+@pytest.mark.ansible
+def test_exporters_bind_the_management_address_and_answer_the_prometheus_host_alone(tmp_path: Path) -> None:
+    from tests.roles import render_templates
+
+    head = render_templates(SIM_SITE, "monitoring", "head01", EXPORTER_FILES, tmp_path)
+    node = render_templates(SIM_SITE, "monitoring", "node02", EXPORTER_FILES, tmp_path)
+    assert "--web.listen-address=10.89.0.12:9100 " in node["prometheus-node-exporter.default"]
+    assert "--listen-address 10.89.0.10 --listen-port 9341 --cache-seconds 15" in head["podctl-slurm-exporter.service"]
+    # Each host's input rules name the ports of its own exporters, and accept the Prometheus host
+    # and the host itself; its output rules keep every exporter port from its unprivileged users.
+    assert _filtered_ports(head["podctl-monitoring.nft"], "input") == {9100, 9341}
+    assert _filtered_ports(node["podctl-monitoring.nft"], "input") == {9100}
+    for rules in (head["podctl-monitoring.nft"], node["podctl-monitoring.nft"]):
+        assert _filtered_ports(rules, "output") == {9100, 9341, 9400}
+        assert "ip saddr 10.89.0.10 accept" in rules and 'iif "lo" accept' in rules
+        assert "meta skuid != { 0, 902 }" in rules
+        # Nothing else is filtered: no other port, no policy but accept, no flush of other tables.
+        assert not NEVER_FILTERED & (_filtered_ports(rules, "input") | _filtered_ports(rules, "output"))
+        assert rules.count("policy accept;") == 2 and "policy drop" not in rules and "flush" not in rules
+        assert [line.split()[0] for line in rules.splitlines() if line.strip().startswith(("tcp", "ip", "udp"))] == [
+            "tcp",
+            "ip",
+            "tcp",
+        ]

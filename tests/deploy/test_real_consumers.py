@@ -20,6 +20,7 @@ slurmd) must have logged no error or warning since they started.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,7 +31,7 @@ from podctl.model import Role
 from podctl.nodehealth import GATE_PROGRAM, GATE_PROLOG
 from podctl.site import load_site
 from tests.conftest import DATA, REPO
-from tests.roles import render_templates
+from tests.roles import bcrypt_filter, render_templates
 
 pytestmark = pytest.mark.deploy
 
@@ -46,7 +47,13 @@ MONITORING_FILES = {
     "prometheus.yml": "prometheus.yml.j2",
     "podctl.rules.yml": "podctl.rules.yml.j2",
     "alertmanager.yml": "alertmanager.yml.j2",
+    "podctl-web.yml": "podctl-web.yml.j2",
+    "prometheus.default": "prometheus.default.j2",
+    "prometheus-alertmanager.default": "prometheus-alertmanager.default.j2",
+    "podctl-monitoring-get": "podctl-monitoring-get.j2",
 }
+# The login's two users, with throwaway passwords (the role generates random ones).
+LOGIN_PASSWORDS = {"podctl": "operator-password-for-the-sandbox", "prometheus": "prometheus-own-password-sandbox"}
 SANDBOX_ADDRESS = "10.255.0.1"
 # What a log line that needs a look starts with, after its timestamp.
 COMPLAINTS = ("error:", "fatal:", "warning:", "WARNING:")
@@ -189,19 +196,41 @@ def test_slurm_daemons_start_on_the_rendered_config_without_a_complaint(name: st
     assert not problems, "\n".join(problems[:40])
 
 
-@pytest.mark.parametrize("name", sorted(n for n, p in SITES.items() if load_site(p).monitoring))
-def test_monitoring_config_passes_promtool_and_amtool(name: str, tmp_path: Path) -> None:
-    _need("promtool", "amtool", "unshare")
+def _monitoring_etc(
+    name: str, tmp_path: Path, overrides: dict[str, object] | None = None
+) -> tuple[Path, dict[str, str]]:
+    """/etc/prometheus as the monitoring role leaves it on the site's Prometheus host, in a folder:
+    the rendered files, Prometheus's own password (LOGIN_PASSWORDS) and the site's certificate."""
     site = load_site(SITES[name])
     assert site.monitoring is not None
-    files = render_templates(SITES[name], "monitoring", site.monitoring.prometheus_host, MONITORING_FILES, tmp_path)
+    users = {user: bcrypt_filter().bcrypt_hash(password) for user, password in LOGIN_PASSWORDS.items()}
+    files = render_templates(
+        SITES[name],
+        "monitoring",
+        site.monitoring.prometheus_host,
+        MONITORING_FILES,
+        tmp_path,
+        {"__podctl_monitoring_web_users": users, **(overrides or {})},
+    )
     etc = tmp_path / "etc-prometheus"
     etc.mkdir()
     for file_name, text in files.items():
         (etc / file_name).write_text(text)
+    (etc / "podctl-prometheus.password").write_text(LOGIN_PASSWORDS["prometheus"] + "\n")
+    if site.monitoring.tls is not None:
+        shutil.copy(site.monitoring.tls.cert, etc / "podctl-web.crt")
+        shutil.copy(site.monitoring.tls.key, etc / "podctl-web.key")
+    return etc, files
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in SITES.items() if load_site(p).monitoring))
+def test_monitoring_config_passes_promtool_and_amtool(name: str, tmp_path: Path) -> None:
+    _need("promtool", "amtool", "unshare")
+    etc, _ = _monitoring_etc(name, tmp_path)
     script = (
         f"mount --bind {etc} /etc/prometheus && promtool check config /etc/prometheus/prometheus.yml && "
         "promtool check rules /etc/prometheus/podctl.rules.yml && "
+        "promtool check web-config /etc/prometheus/podctl-web.yml && "
         "amtool check-config /etc/prometheus/alertmanager.yml"
     )
     proc = subprocess.run(
@@ -285,3 +314,128 @@ def test_the_deployed_daemons_have_logged_no_complaint(sim_pod) -> None:
         assert text.strip(), f"{where} is empty or missing"
         problems += [f"{where}: {line}" for line in complaints(text)]
     assert not problems, "\n".join(problems[:40])
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in SITES.items() if load_site(p).monitoring))
+def test_the_exporters_firewall_rules_load_in_nft_and_load_again(name: str, tmp_path: Path) -> None:
+    # In a network namespace of its own: the rules the Prometheus host and a compute node get,
+    # loaded twice (a reload replaces podctl's table), beside a table of someone else's that
+    # they must leave alone.
+    _need("nft", "unshare")
+    site = load_site(SITES[name])
+    assert site.monitoring is not None
+    compute = next(n.hostname for n in site.nodes if Role.COMPUTE in n.roles)
+    for host in sorted({site.monitoring.prometheus_host, compute}):
+        rules = render_templates(
+            SITES[name], "monitoring", host, {"podctl-monitoring.nft": "podctl-monitoring.nft.j2"}, tmp_path
+        )["podctl-monitoring.nft"]
+        path = tmp_path / f"{host}.nft"
+        path.write_text(rules)
+        script = (
+            "nft add table inet someone_else && nft add chain inet someone_else c && "
+            f"nft -c -f {path} && nft -f {path} && nft -f {path} && nft list ruleset"
+        )
+        proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("table inet podctl_monitoring {") == 1, proc.stdout
+        assert "table inet someone_else {" in proc.stdout
+
+
+# Prometheus and Alertmanager with the files the role renders for the every-field site: its
+# certificate (a CA-signed leaf, pinned), basic auth, the Prometheus host's management address on
+# an interface of the sandbox's own, the site's names in its /etc/hosts. Then the rendered query
+# program asks them, and requests without the login are made.
+LOGIN_SANDBOX = r"""
+set -eu
+ip link set lo up
+ip link add v0 type veth peer name v1
+ip addr add "$LISTEN/16" dev v0
+ip link set v0 up
+ip link set v1 up
+mount --bind "$WORK/hosts" /etc/hosts
+mount --bind "$WORK/etc-prometheus" /etc/prometheus
+mkdir -p "$WORK/tsdb" "$WORK/am"
+. /etc/prometheus/prometheus.default
+prometheus --config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path="$WORK/tsdb" $ARGS > "$WORK/prometheus.log" 2>&1 &
+P=$!
+. /etc/prometheus/prometheus-alertmanager.default
+prometheus-alertmanager --config.file=/etc/prometheus/alertmanager.yml --storage.path="$WORK/am" $ARGS > "$WORK/am.log" 2>&1 &
+A=$!
+python3 "$WORK/probe.py" > "$WORK/probe.json"
+kill $P $A
+"""
+LOGIN_PROBE = r"""
+import json, ssl, subprocess, sys, time, urllib.request
+GET = ["python3", "/etc/prometheus/podctl-monitoring-get"]
+OWN = ["--user", "prometheus", "--password-file", "/etc/prometheus/podctl-prometheus.password"]
+def get(*args, stdin=""):
+    p = subprocess.run([*GET, *args], input=stdin, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr.strip()
+out = {}
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    rc, text, _ = get(*OWN, "prometheus", "/api/v1/targets")
+    if rc == 0:
+        targets = json.loads(text)["data"]["activeTargets"]
+        health = {t["labels"]["job"]: t["health"] for t in targets if t["labels"]["job"] == "prometheus"}
+        rc_am, am, _ = get(*OWN, "prometheus", "/api/v1/alertmanagers")
+        if health.get("prometheus") == "up" and rc_am == 0 and json.loads(am)["data"]["activeAlertmanagers"]:
+            out["self_scrape"] = health["prometheus"]
+            out["alertmanagers"] = [a["url"] for a in json.loads(am)["data"]["activeAlertmanagers"]]
+            break
+    time.sleep(0.5)
+out["operator"] = get("alertmanager", "/api/v2/status", stdin=sys.argv[1] + "\n")[0]
+out["wrong_password"] = get("prometheus", "/api/v1/alerts", stdin="wrong\n")[2]
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+context.load_verify_locations(cafile="/etc/prometheus/podctl-web.crt")
+context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
+silence = json.dumps({"matchers": [{"name": "alertname", "value": "PodctlNodeCannotDrain", "isRegex": False}],
+    "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2099-01-01T00:00:00Z", "createdBy": "x", "comment": "x"}).encode()
+try:
+    opener.open(urllib.request.Request(sys.argv[2] + "/api/v2/silences", data=silence, method="POST",
+        headers={"Content-Type": "application/json"}), timeout=10)
+    out["silence"] = "accepted"
+except urllib.error.HTTPError as exc:
+    out["silence"] = exc.code
+try:
+    urllib.request.build_opener(urllib.request.ProxyHandler({})).open(sys.argv[3] + "/-/ready", timeout=10)
+    out["plain_http"] = "answered"
+except urllib.error.HTTPError as exc:
+    out["plain_http"] = exc.code
+except Exception as exc:
+    out["plain_http"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def test_prometheus_and_alertmanager_serve_their_login_over_the_sites_certificate(tmp_path: Path) -> None:
+    _need("prometheus", "prometheus-alertmanager", "unshare", "ip")
+    site = load_site(SITES["every-field"])
+    assert site.monitoring is not None and site.monitoring.tls is not None
+    host = site.node(site.monitoring.prometheus_host)
+    # Scrape every second: what is judged here is the login, not the site's interval.
+    etc, files = _monitoring_etc("every-field", tmp_path, {"podctl_monitoring_scrape_interval": "1s"})
+    name = site.monitoring.tls.server_name
+    (tmp_path / "hosts").write_text(f"127.0.0.1 localhost\n{host.address} {name} {host.hostname}\n")
+    (tmp_path / "probe.py").write_text(LOGIN_PROBE)
+    am_url, plain_url = f"https://{name}:9093", f"http://{host.address}:9090"
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "WORK": str(tmp_path), "LISTEN": str(host.address)}
+    script = LOGIN_SANDBOX.replace(
+        'python3 "$WORK/probe.py"',
+        f'python3 "$WORK/probe.py" {shlex.quote(LOGIN_PASSWORDS["podctl"])} {am_url} {plain_url}',
+    )
+    proc = subprocess.run(
+        ["unshare", "-n", "-m", "--fork", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    logs = "".join((tmp_path / f).read_text()[-2000:] for f in ("prometheus.log", "am.log") if (tmp_path / f).exists())
+    assert proc.returncode == 0, proc.stderr[-2000:] + logs
+    probe = json.loads((tmp_path / "probe.json").read_text())
+    # Prometheus reaches itself and Alertmanager over TLS with its own login; the site's name.
+    assert probe.get("self_scrape") == "up", (probe, logs)
+    assert probe["alertmanagers"] == [f"https://{name}:9093/api/v2/alerts"]
+    assert probe["operator"] == 0  # the web user, its password on standard input
+    assert probe["wrong_password"] == "prometheus: HTTP 401 Unauthorized"
+    assert probe["silence"] == 401  # Alertmanager's API refuses a silence without the login
+    assert probe["plain_http"] == 400  # Go's answer to plain HTTP on a TLS port: use HTTPS
+    assert "--web.listen-address=10.20.0.5:9090" in files["prometheus.default"]

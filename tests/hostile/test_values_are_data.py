@@ -92,7 +92,8 @@ def test_hostile_text_is_refused_at_its_path_or_kept_as_text(
     for kind, value in _hostile(original, str(canary)).items():
         mutated = copy.deepcopy(doc)
         replace(mutated, at, value, key=is_key)
-        result = check_site_text(yaml.safe_dump(mutated, sort_keys=False), "hostile.yaml")
+        # Read as if it sat beside its base: its relative paths (the TLS files) resolve as the base's do.
+        result = check_site_text(yaml.safe_dump(mutated, sort_keys=False), str(site.parent / "hostile.yaml"))
         where = format_path(at[:-1] + (value,)) if is_key else format_path(at)
         if kind == "markup":
             # Brackets are plain text (a hostlist has them): refused or not, never a crash.

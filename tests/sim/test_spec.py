@@ -89,10 +89,11 @@ def test_create_args(pod, tmp_path):
         f"--volume {tmp_path / 'mounts' / 'scratch'}:/scratch:rw",
         "--no-hosts",
         "--cap-add SYS_NICE",
+        "--cap-add NET_ADMIN",  # the monitoring role's nftables rules, in the node's own namespace
         "--ulimit nofile=1024:1024",
     ):
         assert expected in joined
-    assert "NET_ADMIN" not in joined
+    assert "SYS_TIME" not in joined and "SYS_ADMIN" not in joined
     assert sp.spec_label(args)
 
 

@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from podctl import state
 from podctl.operate import recheck, status
 from podctl.operate.recheck import Recheck, _candidates
+from podctl.remote import RemoteResult
+from podctl.site import load_site
 from podctl.validate.judge import Certification
 from podctl.validate.ledger import certification_record, write_command
 from podctl.validate.pod import pick_partners
 from podctl.validate.slurm import parse_sinfo
+from tests.conftest import SIM_SITE
 
 # sinfo -N -h -o '%N|%T|%E' on Slurm 22.05: a node in two partitions is listed twice; %T is long.
 SINFO = """node01|idle|none
@@ -96,26 +100,41 @@ ALERTS = {
 }
 
 
-class _Nodes:
-    def __init__(self, stdout: str, returncode: int = 0) -> None:
-        self.stdout, self.returncode = stdout, returncode
-
-    def run(self, host: str, command: str, timeout_s: float):
-        from podctl.remote import RemoteResult
-
-        return RemoteResult(host, self.returncode, self.stdout, "")
+def _answer(stdout: str, returncode: int = 0) -> RemoteResult:
+    return RemoteResult("head01", returncode, stdout, "")
 
 
 def test_alerts_from_prometheus_and_its_failures() -> None:
-    alerts, problem = status.prometheus_alerts(_Nodes(json.dumps(ALERTS)), "head01")  # type: ignore[arg-type]
+    alerts, problem = status.parse_alerts("head01", _answer(json.dumps(ALERTS)))
     assert problem is None
     assert [(a["alert"], a["state"], a["instance"]) for a in alerts] == [
         ("PodctlNodeCannotDrain", "firing", "node03:9100"),
         ("NodeDown", "pending", ""),
     ]
     for broken in ("", "<html>", json.dumps({"data": {"alerts": "x"}}), "[]"):
-        alerts, problem = status.prometheus_alerts(_Nodes(broken), "head01")  # type: ignore[arg-type]
+        alerts, problem = status.parse_alerts("head01", _answer(broken))
         assert alerts == [] and problem and problem.startswith("Prometheus on head01")
+    # What the query program prints when the login is refused.
+    refused = RemoteResult("head01", 1, "", "prometheus: HTTP 401 Unauthorized\n")
+    assert status.parse_alerts("head01", refused) == ([], "Prometheus on head01: ['prometheus: HTTP 401 Unauthorized']")
+
+
+def test_the_monitoring_password_is_read_from_the_controllers_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path))
+    site = load_site(SIM_SITE)
+    password, problem = status.monitoring_password(site)
+    assert password is None and problem and "deploy the monitoring stage" in problem
+    path = state.monitoring_password_path(site.name)
+    assert path == tmp_path / "sites" / "sim" / "monitoring-password"
+    path.parent.mkdir(parents=True)
+    path.write_text("")
+    assert status.monitoring_password(site)[1] and "is empty" in status.monitoring_password(site)[1]
+    path.write_text("s3cret\n")
+    assert status.monitoring_password(site) == ("s3cret", None)
+    # The program podctl status runs on the Prometheus host: no secret on its command line.
+    assert "s3cret" not in status.ALERTS_COMMAND and status.ALERTS_COMMAND.endswith("prometheus /api/v1/alerts")
 
 
 @pytest.mark.parametrize(

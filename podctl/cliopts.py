@@ -11,6 +11,17 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def mitogen_option(command: F) -> F:
+    """--no-mitogen: plain Ansible over OpenSSH (multiplexed, pipelined) instead of Mitogen."""
+    return click.option(
+        "--no-mitogen",
+        "no_mitogen",
+        is_flag=True,
+        envvar="PODCTL_NO_MITOGEN",
+        help="Run Ansible's own ssh strategy (multiplexed, pipelined) instead of Mitogen's (env PODCTL_NO_MITOGEN=1).",
+    )(command)
+
+
 def vault_options(command: F) -> F:
     """--vault-password-file and --vault-id: the vault secret Ansible opens the site's `!vault`
     values with (podctl.secrets)."""

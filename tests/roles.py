@@ -87,8 +87,13 @@ def render_templates(
 
 def bcrypt_filter() -> ModuleType:
     """The collection's filter plugin podctl.pod.bcrypt_hash, as a module (Ansible loads it so)."""
-    path = roles_dir().parent / "plugins" / "filter" / "bcrypt_hash.py"
-    spec = importlib.util.spec_from_file_location("podctl_bcrypt_hash", path)
+    return filter_plugin("bcrypt_hash")
+
+
+def filter_plugin(name: str) -> ModuleType:
+    """The collection's filter plugin podctl.pod.<name>, as a module (Ansible loads it so)."""
+    path = roles_dir().parent / "plugins" / "filter" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"podctl_{name}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from .. import assets, state
 from ..ansible import ansible_settings, refuse_templates, stdout_tail
-from ..cliopts import vault_options
+from ..cliopts import mitogen_option, vault_options
 from ..console import make_console, piped_width, styled
 from ..secrets import resolve_files, vault_env
 from ..state import private_key_for
@@ -218,6 +218,7 @@ def print_result(result: DeployResult, console: Console) -> None:
     help="Folder with site.yml and the stage playbooks (default: podctl's own).",
 )
 @vault_options
+@mitogen_option
 def deploy(
     site_file: Path,
     only: str | None,
@@ -232,6 +233,7 @@ def deploy(
     playbooks_dir: Path | None,
     vault_password_files: tuple[str, ...],
     vault_ids: tuple[str, ...],
+    no_mitogen: bool,
 ) -> None:
     """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring, validation-tools."""
     from podctl.site import load_site
@@ -257,6 +259,7 @@ def deploy(
         known_hosts=state.pod_known_hosts(site),
         emulated_nodes=len(site.nodes) if state.sim_pod(site) else 0,
         vault_env=vault_env(site, vault_password_files, vault_ids, os.environ),
+        mitogen=not no_mitogen,
     )
     request = DeployRequest(
         site=site,
@@ -271,7 +274,11 @@ def deploy(
         max_fail_percent=max_fail_percent,
         sim=state.sim_pod(site),
     )
-    mode = "Ansible defaults" if ansible_defaults else "fast settings"
+    mode = (
+        "Ansible defaults"
+        if ansible_defaults
+        else "fast settings, " + ("Ansible's ssh strategy" if no_mitogen else "Mitogen")
+    )
     err_console.print(
         f"deploy {site.name}: stages {', '.join(stages)} on {len(hosts)} host(s), "
         f"{settings.forks} forks, {mode}{', check mode' if check else ''}"

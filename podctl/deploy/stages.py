@@ -6,9 +6,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..assets import STAGES, stage_playbook_name, validation_package
+from ..assets import playbooks_dir as collection_playbooks
 from ..model import Site
 from ..suggest import did_you_mean
 from .errors import DeployError
+
+# The collection's play that reads each node's installed packages before the stages.
+PACKAGES_PLAYBOOK = "packages.yml"
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -57,9 +61,10 @@ def stage_playbooks(playbooks_dir: Path, stages: list[str]) -> list[Path]:
 
 def wrapper_playbook(playbooks: list[Path]) -> str:
     """A playbook importing the selected stages, so that one ansible-playbook run
-    does them all (one SSH connection per host, facts gathered once)."""
+    does them all (one SSH connection per host, facts gathered once), after the collection's
+    packages.yml (each node's installed packages, read once for every stage's apt step)."""
     lines = ["---", "# Written by podctl deploy: the stages this run selected, in site.yml's order."]
-    for path in playbooks:
+    for path in [collection_playbooks() / PACKAGES_PLAYBOOK, *playbooks]:
         lines.append(f"- name: Stage {path.stem}")
         lines.append(f"  ansible.builtin.import_playbook: {path.resolve()}")
     return "\n".join(lines) + "\n"

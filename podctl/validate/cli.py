@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import __version__
-from ..cliopts import vault_options
+from ..cliopts import mitogen_option, vault_options
 from ..console import make_console, styled
 from ..errors import EXIT_ERRORS
 from ..model import Site
@@ -121,6 +121,7 @@ def _suites(value: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
     help="The HCAs' GUIDs ('HOST RAIL GUID' lines) for the cabling check; default: read on the nodes over SSH.",
 )
 @vault_options
+@mitogen_option
 def validate(
     site_file: Path | None,
     local: bool,
@@ -141,6 +142,7 @@ def validate(
     anchors_file: Path | None,
     vault_password_files: tuple[str, ...],
     vault_ids: tuple[str, ...],
+    no_mitogen: bool,
 ) -> None:
     """Run the validation suites, judge them, and write the certification report.
 
@@ -176,6 +178,7 @@ def validate(
             FabricDumps(ibnetdiscover, iblinkinfo, anchors_file, ibqueryerrors, lfts),
             _hostlist(only),
             vault=(vault_password_files, vault_ids),
+            mitogen=not no_mitogen,
         )
         return
     chosen = _suites(suites, LOCAL_SUITES)
@@ -297,6 +300,7 @@ def validate_site(
     dumps: FabricDumps,
     only: tuple[str, ...] = (),
     vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+    mitogen: bool = True,
 ) -> None:
     from ..remote import site_nodes
     from ..secrets import vault_env
@@ -347,6 +351,7 @@ def validate_site(
         names_by_guid=guid_names,
         forwarding=forwarding,
         vault_env=opens_vault,
+        mitogen=mitogen,
     )
     meta = {**result.meta, "podctl": __version__}
     paths = write_report(report_dir, result.cert, result.runs, meta)

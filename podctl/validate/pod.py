@@ -314,6 +314,7 @@ def validate_pod(
     names_by_guid: dict[str, str] | None = None,
     forwarding: Forwarding | None = None,
     vault_env: Mapping[str, str] | None = None,
+    mitogen: bool = True,
 ) -> PodValidation:
     """Certify the pod's compute nodes; with `only`, those nodes alone, paired in the multi-node
     jobs with known-good partners from the rest of the pod (a node added or repaired): from
@@ -364,7 +365,9 @@ def validate_pod(
         progress("conformance: rendering the inventory and the configs podctl would write ...")
         inventory = workdir / "inventory"
         write_inventory(site, inventory, facts, sim=state.sim_pod(site))
-        conformance = run_conformance(site, inventory, workdir / "conformance", private_key, progress, vault_env)
+        conformance = run_conformance(
+            site, inventory, workdir / "conformance", private_key, progress, vault_env, mitogen
+        )
         # Under --nodes only the nodes under test are certified; the others are not judged here.
         runs += [r for r in conformance if not only or r.node in pod.hosts]
         failed = sorted({r.node for r in runs if r.check == "conformance" and r.status != "pass"})

@@ -62,10 +62,14 @@ def test_missing_playbook_names_the_stage(tmp_path: Path) -> None:
     assert stage_playbooks(tmp_path, ["os"]) == [tmp_path / "os.yml"]
 
 
-def test_wrapper_imports_stages_in_order(tmp_path: Path) -> None:
+def test_wrapper_reads_packages_once_then_imports_stages_in_order(tmp_path: Path) -> None:
+    from podctl.assets import playbooks_dir
+
     text = wrapper_playbook([tmp_path / "os.yml", tmp_path / "storage.yml"])
     imports = [line.split(": ", 1)[1] for line in text.splitlines() if "import_playbook" in line]
-    assert imports == [str((tmp_path / "os.yml").resolve()), str((tmp_path / "storage.yml").resolve())]
+    packages = (playbooks_dir() / "packages.yml").resolve()
+    assert imports == [str(packages), str((tmp_path / "os.yml").resolve()), str((tmp_path / "storage.yml").resolve())]
+    assert "ansible.builtin.package_facts" in packages.read_text()
 
 
 @pytest.mark.parametrize(

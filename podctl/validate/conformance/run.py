@@ -60,6 +60,7 @@ def run_conformance(
     private_key: Path | None,
     on_progress: Callable[[str], None] | None = None,
     vault_env: Mapping[str, str] | None = None,
+    mitogen: bool = True,
 ) -> list[CheckRun]:
     """Certify that the pod in `inventory_dir` (podctl.inventory.write_inventory of `site`)
     is configured as podctl would configure it now. One CheckRun per node of the site."""
@@ -82,6 +83,7 @@ def run_conformance(
         known_hosts=state.pod_known_hosts(site),
         emulated_nodes=len(site.nodes) if state.sim_pod(site) else 0,
         vault_env=vault_env,
+        mitogen=mitogen,
     )
 
     started = time.monotonic()

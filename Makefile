@@ -48,13 +48,16 @@ fabric-setup:
 # The main job on the built-in sim site: check and plan it, bring its nodes up as
 # containers, deploy every stage onto them, then validate the pod. It ends with
 # the certification verdict and the path of the HTML report; make's exit status
-# is validate's (0 certified, 1 not).
-demo: sim-setup
-	$(BIN)/podctl check $(SITE)
-	$(BIN)/podctl plan $(SITE)
-	$(BIN)/podctl sim up $(SITE)
-	$(BIN)/podctl deploy $(SITE)
-	$(BIN)/podctl validate $(SITE)
+# is validate's (0 certified, 1 not). Every phase prints its wall time (.ci/timed), setup
+# included (the virtualenv, the wheels, podman and the node image, each a no-op once done).
+TIMED := bash .ci/timed
+demo:
+	@$(TIMED) demo-setup $(MAKE) --no-print-directory sim-setup
+	@$(TIMED) check $(BIN)/podctl check $(SITE)
+	@$(TIMED) plan $(BIN)/podctl plan $(SITE)
+	@$(TIMED) sim-up $(BIN)/podctl sim up $(SITE)
+	@$(TIMED) deploy $(BIN)/podctl deploy $(SITE)
+	@$(TIMED) validate $(BIN)/podctl validate $(SITE)
 
 # Every test of CI's tier, in two parts side by side (.ci/test-parts): the tests on the run's one
 # sim pod (deployed once, by podctl installed from its wheel), in order, and beside them the

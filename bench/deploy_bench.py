@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""Deploy benchmark on the 4-node sim: full deploy and no-change re-run, with
-podctl's settings and with `--ansible-defaults`, and the ratios.
+"""Deploy benchmark on a sim pod (issue 33): the calibration, podctl now (Mitogen, and with
+--no-mitogen), podctl as it was before the speed work, and Ansible's defaults, each for a full
+deploy, a no-change re-run and the drift check, in seconds and as a ratio to the calibration.
 
-Each mode starts from fresh nodes (`podctl sim down` + `sim up`), so both
-full deploys install the same packages from the same mirror. Prints a table
-and writes the figures as JSON (default bench/out/deploy_bench.json).
+The calibration is plain Ansible with its defaults and 4 forks running
+`ansible -i INV all -m command -a true` 10 times against the same pod (the same key and host
+keys); it is run before the first mode and after the last, and the ratios use the mean of the two.
+Each mode starts from fresh nodes (`podctl sim down` + `sim up`), so every full deploy installs
+the same packages from the same mirror. Absolute times swing more than 2x between these 2-core
+hosts; the ratios, measured side by side in one run, are what to compare (docs/scale.md).
 
-    .venv/bin/python bench/deploy_bench.py --site /tmp/podA/site.yaml --stages os,fabric,storage
+    .venv/bin/python bench/deploy_bench.py --site inventory/sim/site.yaml \\
+        --before 573c835 --out bench/results/deploy-bench-DATE.json
 
-Starts: the site's sim pod (podman containers); leaves it up, deployed with
-the last mode. The machine's load matters: on the shared 2-core machines
-report the figures with the load average this prints.
+`--before REV` builds podctl at that git revision into a virtualenv of its own (with its deploy
+extra) and benchmarks it as the "before" mode. Besides the seconds, each run's slowest tasks
+(summed over hosts, from ansible-runner's events) are recorded: the profile docs/scale.md quotes.
+Leaves the pod up, deployed by the last mode. Report the load average it prints.
 """
 
 from __future__ import annotations
@@ -18,90 +24,212 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from podctl import state  # noqa: E402
+from podctl.site import load_site  # noqa: E402
+
+CALIBRATION_REPEATS = 10
+CALIBRATION_FORKS = 4
+PROFILE_TOP = 12
+MODES = ("now", "now-no-mitogen", "before", "ansible-defaults")
+_RUN_DIR = re.compile(r"run directory: (\S+)")
+_DRIFT = re.compile(r"drift check done in ([0-9.]+) s")
 
 
-def podctl() -> list[str]:
+def this_podctl() -> str:
     exe = shutil.which("podctl", path=str(Path(sys.executable).parent)) or shutil.which("podctl")
-    return [exe] if exe else [sys.executable, "-m", "podctl.cli"]
+    if not exe:
+        sys.exit("no podctl beside this Python: run with the checkout's .venv/bin/python")
+    return exe
 
 
-def run(cmd: list[str], what: str, check: bool = True) -> float:
+def run(cmd: list[str], what: str, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
     started = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, stdin=subprocess.DEVNULL)
     seconds = time.monotonic() - started
-    if check and proc.returncode != 0:
+    if proc.returncode not in ok:
         sys.exit(f"{what} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return seconds
+    return seconds, proc.stdout + proc.stderr
 
 
-def deploy(site: str, stages: str, runs_dir: Path, defaults: bool) -> float:
-    cmd = [*podctl(), "deploy", site, "--only", stages, "--runs-dir", str(runs_dir)]
-    if defaults:
-        cmd.append("--ansible-defaults")
-    return run(cmd, "podctl deploy" + (" --ansible-defaults" if defaults else ""))
+def build_before(rev: str, folder: Path) -> str:
+    """podctl at `rev`, installed with its deploy extra into folder/venv: its podctl executable."""
+    src = folder / "src"
+    src.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True)
+    pip = str(folder / "venv" / "bin" / "pip")
+    subprocess.run([pip, "install", "-q", f"{src}[deploy]"], check=True)
+    return str(folder / "venv" / "bin" / "podctl")
+
+
+def calibration(site_path: str, workdir: Path) -> float:
+    """Plain Ansible, its defaults and 4 forks: `command true` on every node, 10 times."""
+    site = load_site(site_path)
+    pod = site.name
+    hosts = {
+        "all": {
+            "hosts": {
+                n.hostname: {"ansible_host": str(n.address), "ansible_user": "root"} for n in site.nodes
+            }
+        }
+    }
+    inventory = workdir / "calibration-hosts.json"
+    inventory.write_text(json.dumps(hosts))
+    ansible = str(Path(sys.executable).parent / "ansible")
+    cmd = [
+        ansible, "-i", str(inventory), "all", "-f", str(CALIBRATION_FORKS), "-m", "command", "-a", "true",
+        "--private-key", str(state.ssh_key_path(pod)),
+        f"--ssh-common-args=-o UserKnownHostsFile={state.known_hosts_path(pod)} -o StrictHostKeyChecking=yes",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    started = time.monotonic()
+    for _ in range(CALIBRATION_REPEATS):
+        run(cmd, "calibration (ansible command true)", env)
+    return time.monotonic() - started
+
+
+def profile(run_dir: Path) -> list[dict[str, object]]:
+    """The slowest tasks of one run: seconds summed over hosts, from the runner's events."""
+    per_task: dict[str, float] = defaultdict(float)
+    hosts: dict[str, set[str]] = defaultdict(set)
+    for path in run_dir.rglob("job_events/*.json"):
+        try:
+            event = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        data = event.get("event_data") or {}
+        if event.get("event") not in ("runner_on_ok", "runner_on_skipped", "runner_on_failed"):
+            continue
+        duration = data.get("duration")
+        if not isinstance(duration, (int, float)):
+            continue
+        task = f"{data.get('role') or '-'} | {data.get('task')}"
+        per_task[task] += duration
+        hosts[task].add(str(data.get("host")))
+    top = sorted(per_task.items(), key=lambda kv: -kv[1])[:PROFILE_TOP]
+    return [{"task": t, "host_seconds": round(s, 2), "hosts": len(hosts[t])} for t, s in top]
+
+
+def deploy(podctl: list[str], site: str, runs_dir: Path, extra: list[str]) -> tuple[float, list[dict[str, object]]]:
+    seconds, out = run([*podctl, "deploy", site, "--runs-dir", str(runs_dir), *extra], "podctl deploy " + " ".join(extra))
+    found = _RUN_DIR.findall(out)
+    return seconds, profile(Path(found[-1])) if found else []
+
+
+def drift(podctl: list[str], site: str, out_dir: Path, extra: list[str]) -> tuple[float, float | None]:
+    """`podctl validate --suite conformance`: its wall, and the drift check's own seconds (its line)."""
+    seconds, out = run(
+        [*podctl, "validate", site, "--suite", "conformance", "--report", str(out_dir), *extra],
+        "podctl validate conformance",
+        ok=(0, 1),  # 1: not certified; the drift check ran all the same
+    )
+    found = _DRIFT.findall(out)
+    return seconds, float(found[-1]) if found else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--site", default=str(REPO / "inventory" / "sim" / "site.yaml"))
-    parser.add_argument("--stages", default="os,fabric,storage")
+    parser.add_argument("--before", metavar="REV", help="git revision of podctl before the speed work")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {','.join(MODES)}")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "deploy_bench.json"))
     args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if unknown := set(modes) - set(MODES):
+        sys.exit(f"unknown mode(s) {', '.join(sorted(unknown))}; known: {', '.join(MODES)}")
+    if "before" in modes and not args.before:
+        sys.exit("mode 'before' needs --before REV")
 
-    results: dict[str, dict[str, float]] = {}
+    now = this_podctl()
+    results: dict[str, dict[str, object]] = {}
     loads: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="podctl-deploy-bench-") as tmp:
-        for mode, defaults in (("podctl", False), ("ansible-defaults", True)):
-            runs_dir = Path(tmp) / mode  # its own fact cache: nothing carries over between modes
-            run([*podctl(), "sim", "down", "--site", args.site], "podctl sim down")
-            run([*podctl(), "sim", "up", args.site], "podctl sim up")
-            # SSH control sockets of the previous nodes would point at dead hosts.
-            shutil.rmtree(f"/tmp/podctl-ssh-{os.getuid()}", ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="podctl-deploy-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        commands = {
+            "now": ([now], [], []),
+            "now-no-mitogen": ([now], ["--no-mitogen"], ["--no-mitogen"]),
+            # validate has no --ansible-defaults: its drift check is not measured in this mode
+            "ansible-defaults": ([now], ["--ansible-defaults"], None),
+        }
+        if "before" in modes:
+            print(f"building podctl at {args.before} ...", flush=True)
+            commands["before"] = ([build_before(args.before, tmp / "before")], [], [])
+        calibrations: list[float] = []
+        for i, mode in enumerate(modes):
+            podctl, deploy_extra, validate_extra = commands[mode]
+            runs_dir = tmp / mode  # its own fact cache: nothing carries over between modes
+            run([now, "sim", "down", "--site", args.site], "podctl sim down")
+            run([now, "sim", "up", args.site], "podctl sim up")
+            if i == 0:
+                calibrations.append(calibration(args.site, tmp))
+                print(f"calibration       {calibrations[-1]:6.1f} s", flush=True)
             loads.append(os.getloadavg()[0])
-            full = deploy(args.site, args.stages, runs_dir, defaults)
+            full, full_profile = deploy(podctl, args.site, runs_dir, deploy_extra)
             loads.append(os.getloadavg()[0])
-            rerun = deploy(args.site, args.stages, runs_dir, defaults)
+            rerun, rerun_profile = deploy(podctl, args.site, runs_dir, deploy_extra)
             loads.append(os.getloadavg()[0])
-            results[mode] = {"full_s": round(full, 1), "no_change_s": round(rerun, 1)}
-            print(f"{mode:17s} full {full:6.1f} s   no-change re-run {rerun:6.1f} s", flush=True)
+            check_s, drift_s = (
+                drift(podctl, args.site, tmp / f"{mode}-report", validate_extra)
+                if validate_extra is not None
+                else (float("nan"), None)
+            )
+            loads.append(os.getloadavg()[0])
+            results[mode] = {
+                "full_s": round(full, 1),
+                "no_change_s": round(rerun, 1),
+                "conformance_s": round(check_s, 1) if drift_s is not None else None,
+                "drift_s": drift_s,
+                "profile_full": full_profile,
+                "profile_no_change": rerun_profile,
+            }
+            print(
+                f"{mode:17s} full {full:6.1f} s   no-change re-run {rerun:6.1f} s   drift check "
+                f"{drift_s if drift_s is not None else float('nan'):6.1f} s (conformance {check_s:.1f} s)",
+                flush=True,
+            )
+        calibrations.append(calibration(args.site, tmp))
+        print(f"calibration       {calibrations[-1]:6.1f} s", flush=True)
 
-    fast, base = results["podctl"], results["ansible-defaults"]
+    cal = sum(calibrations) / len(calibrations)
     ratios = {
-        "full": round(fast["full_s"] / base["full_s"], 2),
-        "no_change": round(fast["no_change_s"] / base["no_change_s"], 2),
+        mode: {
+            "full": round(float(r["full_s"]) / cal, 2),
+            "no_change": round(float(r["no_change_s"]) / cal, 2),
+            "drift": round(float(r["drift_s"]) / cal, 2) if r["drift_s"] is not None else None,
+        }
+        for mode, r in results.items()
     }
-    print(f"\n{'':17s} {'full (s)':>9s} {'no-change (s)':>14s}")
-    for mode, r in results.items():
-        print(f"{mode:17s} {r['full_s']:9.1f} {r['no_change_s']:14.1f}")
-    print(f"{'podctl/defaults':17s} {ratios['full']:9.2f} {ratios['no_change']:14.2f}")
-    goal = ratios["no_change"] <= 0.5
-    print(f"goal (no-change re-run at most half the defaults' time): {'met' if goal else 'NOT met'}")
+    print(f"\nratios to the calibration ({cal:.1f} s, mean of {', '.join(f'{c:.1f}' for c in calibrations)})")
+    print(f"{'':17s} {'full':>6s} {'no-change':>10s} {'drift':>6s}")
+    for mode, r in ratios.items():
+        print(f"{mode:17s} {r['full']:6.2f} {r['no_change']:10.2f} {r['drift'] if r['drift'] is not None else '-':>6}")
     print(f"load average during the runs: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "site": args.site,
-                "stages": args.stages,
-                "results": results,
-                "ratios": ratios,
-                "goal_met": goal,
-                "load_average": [min(loads), max(loads)],
-                "cpus": os.cpu_count(),
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    record = {
+        "site": args.site,
+        "before": args.before,
+        "calibration_s": [round(c, 1) for c in calibrations],
+        "calibration": f"ansible -i INV all -f {CALIBRATION_FORKS} -m command -a true, x{CALIBRATION_REPEATS}",
+        "results": results,
+        "ratios": ratios,
+        "load_average": [round(min(loads), 2), round(max(loads), 2)],
+        "cpus": os.cpu_count(),
+    }
+    out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {out}")
 
 

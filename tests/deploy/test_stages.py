@@ -69,7 +69,7 @@ def test_wrapper_reads_packages_once_then_imports_stages_in_order(tmp_path: Path
     imports = [line.split(": ", 1)[1] for line in text.splitlines() if "import_playbook" in line]
     packages = (playbooks_dir() / "packages.yml").resolve()
     assert imports == [str(packages), str((tmp_path / "os.yml").resolve()), str((tmp_path / "storage.yml").resolve())]
-    assert "ansible.builtin.package_facts" in packages.read_text()
+    assert "podctl_installed_packages" in packages.read_text() and "dpkg-query" in packages.read_text()
 
 
 @pytest.mark.parametrize(

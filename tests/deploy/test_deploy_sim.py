@@ -84,9 +84,17 @@ def test_first_deploy(deploy_pod: DeployPod) -> None:
         assert REPO not in Path(where).resolve().parents, f"the deploy's podctl is the checkout's: {where}"
 
 
+def _counts(recap: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+    return {host: (r["ok"], r["changed"], r["failed"]) for host, r in recap["hosts"].items()}
+
+
 def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deploy_pod: DeployPod) -> None:
     before = deploy_pod.daemons()
     recap, stdout = _deploy(deploy_pod)
+    # The same under each strategy podctl offers: Mitogen's (the default) and plain Ansible over
+    # OpenSSH (--no-mitogen) give the same recap, host by host.
+    plain, _ = _deploy(deploy_pod, "--no-mitogen")
+    assert _counts(plain) == _counts(recap)
     after = deploy_pod.daemons()
     # A running pod is production: a run that changes nothing restarts nothing, on any node.
     changed = daemons_changed(before, after)
@@ -100,6 +108,41 @@ def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deplo
         assert any(g.startswith("os: sysctl") for g in r["hardware_gates"]), r["hardware_gates"]
     assert any(g.startswith("fabric:") for g in recap["hosts"]["node01"]["hardware_gates"])
     assert "skipped-by-hardware" in stdout.replace("\n", "") or "skipped-by-har" in stdout
+
+
+@pytest.mark.parametrize("strategy", [[], ["--no-mitogen"]], ids=["mitogen", "openssh"])
+def test_a_node_whose_host_key_changed_is_refused(
+    deploy_pod: DeployPod, strategy: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pod's state, copied, with node01's host key swapped for node02's: a node that answers
+    # with a key other than the one recorded is an impostor to every strategy, and nothing runs.
+    pod_state = state.pod_dir(POD)
+    copy = tmp_path / "state" / "sim" / POD
+    copy.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-a", str(pod_state), str(copy)], check=True)
+    entries = [line.split()[:3] for line in (copy / "known_hosts").read_text().splitlines() if line.strip()]
+    key_of = {(names.split(",")[1], kind): key for names, kind, key in entries}  # address,name[,fqdn]
+    assert {("node01", kind) for _, kind, _ in entries} <= set(key_of) and ("node02", "ssh-ed25519") in key_of
+    swapped = [
+        f"{names} {kind} {key_of[('node02', kind)] if names.split(',')[1] == 'node01' else key}\n"
+        for names, kind, key in entries
+    ]
+    assert swapped != [f"{' '.join(e)}\n" for e in entries]
+    (copy / "known_hosts").write_text("".join(swapped))
+    monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
+    # No SSH master connection of an earlier run (made when the key was right) to ride on.
+    (tmp_path / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    runs = tmp_path / "runs"
+    proc = podctl(
+        "deploy", str(deploy_pod.site), "--only", "os", "--limit", "node01", "--runs-dir", str(runs), *strategy,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    events = "".join(p.read_text(errors="replace") for p in runs.rglob("job_events/*.json"))
+    assert "runner_on_ok" not in events  # not one task ran on node01
+    said = (proc.stdout + proc.stderr + events).lower()
+    assert "host key" in said or "host identification has changed" in said, said[-3000:]
 
 
 def test_rendered_files_on_the_nodes(deploy_pod: DeployPod) -> None:

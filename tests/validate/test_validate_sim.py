@@ -129,6 +129,9 @@ def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_
         assert not any("slurm.conf" in reason for reason in data["failures"]["node01"])
         assert any("/etc/slurm/slurm.conf" in reason for reason in data["failures"]["node03"])
         assert not any("service slurmd" in reason for reason in data["failures"]["node03"])
+        # Plain Ansible over OpenSSH (--no-mitogen) finds the same drift, node by node, reason by reason.
+        rc, plain, _ = pod.validate("node-faults-openssh", "--suite", "conformance", "--no-mitogen")
+        assert rc == 1 and plain["failures"] == data["failures"], (plain["failures"], data["failures"])
     finally:
         pod.sh("node03", "sed -i '/^# edited by hand$/d' /etc/slurm/slurm.conf")
         podctl("sim", "fault", "--pod", POD, "node01", "--clear")

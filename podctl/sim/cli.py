@@ -169,7 +169,8 @@ def _print_up(result: pod_mod.UpResult) -> None:
         "\nReach the nodes:\n"
         f"  ssh -F {result.ssh_config} {first}\n"
         f"  podctl sim exec --pod {result.spec.pod} {first} -- bash\n"
-        f"  ANSIBLE_PRIVATE_KEY_FILE={result.key} ANSIBLE_HOST_KEY_CHECKING=False ansible -i INVENTORY all -m ping",
+        f"  ANSIBLE_PRIVATE_KEY_FILE={result.key} ANSIBLE_SSH_ARGS='-o UserKnownHostsFile="
+        f"{state.known_hosts_path(result.spec.pod)}' ansible -i INVENTORY all -m ping",
         highlight=False,
         soft_wrap=True,
     )

@@ -80,11 +80,7 @@ def calibration(site_path: str, workdir: Path) -> float:
     site = load_site(site_path)
     pod = site.name
     hosts = {
-        "all": {
-            "hosts": {
-                n.hostname: {"ansible_host": str(n.address), "ansible_user": "root"} for n in site.nodes
-            }
-        }
+        "all": {"hosts": {n.hostname: {"ansible_host": str(n.address), "ansible_user": "root"} for n in site.nodes}}
     }
     inventory = workdir / "calibration-hosts.json"
     inventory.write_text(json.dumps(hosts))
@@ -124,7 +120,9 @@ def profile(run_dir: Path) -> list[dict[str, object]]:
 
 
 def deploy(podctl: list[str], site: str, runs_dir: Path, extra: list[str]) -> tuple[float, list[dict[str, object]]]:
-    seconds, out = run([*podctl, "deploy", site, "--runs-dir", str(runs_dir), *extra], "podctl deploy " + " ".join(extra))
+    seconds, out = run(
+        [*podctl, "deploy", site, "--runs-dir", str(runs_dir), *extra], "podctl deploy " + " ".join(extra)
+    )
     found = _RUN_DIR.findall(out)
     return seconds, profile(Path(found[-1])) if found else []
 
@@ -200,22 +198,36 @@ def main() -> None:
                 f"{drift_s if drift_s is not None else float('nan'):6.1f} s (conformance {check_s:.1f} s)",
                 flush=True,
             )
+            write(args, calibrations, results, loads, final=False)
         calibrations.append(calibration(args.site, tmp))
         print(f"calibration       {calibrations[-1]:6.1f} s", flush=True)
 
+    write(args, calibrations, results, loads, final=True)
+
+
+def write(
+    args: argparse.Namespace,
+    calibrations: list[float],
+    results: dict[str, dict[str, object]],
+    loads: list[float],
+    final: bool,
+) -> None:
+    """The results so far, as ratios to the calibration: after each mode, so a run cut short keeps
+    what it measured."""
     cal = sum(calibrations) / len(calibrations)
     ratios = {
         mode: {
-            "full": round(float(r["full_s"]) / cal, 2),
-            "no_change": round(float(r["no_change_s"]) / cal, 2),
-            "drift": round(float(r["drift_s"]) / cal, 2) if r["drift_s"] is not None else None,
+            "full": round(float(str(r["full_s"])) / cal, 2),
+            "no_change": round(float(str(r["no_change_s"])) / cal, 2),
+            "drift": round(float(str(r["drift_s"])) / cal, 2) if r["drift_s"] is not None else None,
         }
         for mode, r in results.items()
     }
     print(f"\nratios to the calibration ({cal:.1f} s, mean of {', '.join(f'{c:.1f}' for c in calibrations)})")
     print(f"{'':17s} {'full':>6s} {'no-change':>10s} {'drift':>6s}")
-    for mode, r in ratios.items():
-        print(f"{mode:17s} {r['full']:6.2f} {r['no_change']:10.2f} {r['drift'] if r['drift'] is not None else '-':>6}")
+    for mode, q in ratios.items():
+        drift_ratio = "-" if q["drift"] is None else f"{q['drift']:.2f}"
+        print(f"{mode:17s} {q['full']:6.2f} {q['no_change']:10.2f} {drift_ratio:>6s}")
     print(f"load average during the runs: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -224,13 +236,14 @@ def main() -> None:
         "before": args.before,
         "calibration_s": [round(c, 1) for c in calibrations],
         "calibration": f"ansible -i INV all -f {CALIBRATION_FORKS} -m command -a true, x{CALIBRATION_REPEATS}",
+        "complete": final,
         "results": results,
         "ratios": ratios,
         "load_average": [round(min(loads), 2), round(max(loads), 2)],
         "cpus": os.cpu_count(),
     }
     out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {out}" + ("" if final else " (so far)"), flush=True)
 
 
 if __name__ == "__main__":

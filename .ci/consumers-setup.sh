@@ -2,7 +2,8 @@
 # The real consumers of what podctl renders, installed on this machine for the tests that hand
 # them the files (tests/deploy/test_real_consumers.py): Debian's Slurm 22.05 daemons and munge
 # (libpmix-dev: the daemons load the PMIx plugin at start), promtool and amtool, and chromium,
-# the real browser the report test opens report.html in. Idempotent.
+# the real browser the report test opens report.html in, and nft, which loads the exporters' firewall
+# rules (in a network namespace of its own). Idempotent.
 # Nothing is started: those tests run the daemons in sandboxes of their own.
 set -euo pipefail
 if [[ "$(id -u)" != 0 ]]; then
@@ -10,4 +11,4 @@ if [[ "$(id -u)" != 0 ]]; then
     exit 1
 fi
 bash "$(dirname "$0")/apt-install.sh" consumers-setup \
-    slurmctld slurmd slurm-client munge libpmix-dev prometheus prometheus-alertmanager util-linux iproute2 chromium
+    slurmctld slurmd slurm-client munge libpmix-dev prometheus prometheus-alertmanager util-linux iproute2 nftables chromium

@@ -38,4 +38,6 @@ def test_every_apt_task_of_every_role_asks_apt_only_for_what_is_missing() -> Non
     for path, task in tasks:
         when = task.get("when", [])
         conditions = when if isinstance(when, list) else [when]
-        assert any("podctl.pod.not_installed(podctl_installed_packages | default(none))" in str(c) for c in conditions), (path, task["name"])
+        assert any(
+            "podctl.pod.not_installed(podctl_installed_packages | default(none))" in str(c) for c in conditions
+        ), (path, task["name"])

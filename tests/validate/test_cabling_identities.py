@@ -9,6 +9,7 @@ checks clean, and a swapped pair of cables is named.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,8 @@ def _site(tmp_path: Path) -> Path:
     doc["fabrics"]["compute"]["naming"] = {"switch": ["{name} Quantum-2 {*}"], "hca": ["port-{n} of {host}"]}
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(doc))
+    # The site's monitoring certificate and key, by their paths relative to the site file.
+    shutil.copytree(DATA / "tls", tmp_path / "tls")
     return path
 
 

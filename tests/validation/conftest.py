@@ -21,6 +21,17 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+@pytest.fixture(autouse=True)
+def _builtin_sys_intern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node-side tests run torch, as a node does: in a process without Ansible. In the unit
+    part they share pytest's process with tests that import Ansible, and ansible-core (2.19)
+    replaces `sys.intern` with a callable object on import; torch's dynamo then refuses to import
+    ("substitute_in_graph expects a function"). The builtin is put back for these tests."""
+    builtin = getattr(type(sys.intern), "unpatched_implementation", None)
+    if builtin is not None:
+        monkeypatch.setattr(sys, "intern", builtin)
+
+
 def _run_module(
     module: str, *args: str, timeout: float = 120.0, extra_env: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any], str]:

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,34 +98,54 @@ def calibration(site_path: str, workdir: Path) -> float:
     return time.monotonic() - started
 
 
-def profile(run_dir: Path) -> list[dict[str, object]]:
-    """The slowest tasks of one run: seconds summed over hosts, from the runner's events."""
+def profile(run_dir: Path) -> dict[str, object]:
+    """Where one run's time went, from the runner's events: its wall (first to last event), the
+    tasks and host-task results it ran, host-seconds per role (summed over hosts), and the slowest
+    tasks."""
     per_task: dict[str, float] = defaultdict(float)
+    per_role: dict[str, float] = defaultdict(float)
     hosts: dict[str, set[str]] = defaultdict(set)
+    results = 0
+    stamps: list[str] = []
     for path in run_dir.rglob("job_events/*.json"):
         try:
             event = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
+        if isinstance(event.get("created"), str):
+            stamps.append(event["created"])
         data = event.get("event_data") or {}
         if event.get("event") not in ("runner_on_ok", "runner_on_skipped", "runner_on_failed"):
             continue
         duration = data.get("duration")
         if not isinstance(duration, (int, float)):
             continue
-        task = f"{data.get('role') or '-'} | {data.get('task')}"
+        role = data.get("role") or "-"
+        task = f"{role} | {data.get('task')}"
         per_task[task] += duration
+        per_role[role] += duration
         hosts[task].add(str(data.get("host")))
+        results += 1
+    wall = None
+    if stamps:
+        first, last = (datetime.fromisoformat(t) for t in (min(stamps), max(stamps)))
+        wall = round((last - first).total_seconds(), 1)
     top = sorted(per_task.items(), key=lambda kv: -kv[1])[:PROFILE_TOP]
-    return [{"task": t, "host_seconds": round(s, 2), "hosts": len(hosts[t])} for t, s in top]
+    return {
+        "events_wall_s": wall,
+        "tasks": len(per_task),
+        "host_task_results": results,
+        "host_seconds_by_role": {r: round(v, 1) for r, v in sorted(per_role.items(), key=lambda kv: -kv[1])},
+        "slowest_tasks": [{"task": t, "host_seconds": round(v, 2), "hosts": len(hosts[t])} for t, v in top],
+    }
 
 
-def deploy(podctl: list[str], site: str, runs_dir: Path, extra: list[str]) -> tuple[float, list[dict[str, object]]]:
+def deploy(podctl: list[str], site: str, runs_dir: Path, extra: list[str]) -> tuple[float, dict[str, object]]:
     seconds, out = run(
         [*podctl, "deploy", site, "--runs-dir", str(runs_dir), *extra], "podctl deploy " + " ".join(extra)
     )
     found = _RUN_DIR.findall(out)
-    return seconds, profile(Path(found[-1])) if found else []
+    return seconds, profile(Path(found[-1])) if found else {}
 
 
 def drift(podctl: list[str], site: str, out_dir: Path, extra: list[str]) -> tuple[float, float | None]:
@@ -144,7 +165,15 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="git revision of podctl before the speed work")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {','.join(MODES)}")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "deploy_bench.json"))
+    parser.add_argument(
+        "--profile",
+        metavar="RUN_DIR",
+        help="only print where one run went (a deploy's run directory, or a drift check's)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        print(json.dumps(profile(Path(args.profile)), indent=2))
+        return
     modes = [m for m in args.modes.split(",") if m]
     if unknown := set(modes) - set(MODES):
         sys.exit(f"unknown mode(s) {', '.join(sorted(unknown))}; known: {', '.join(MODES)}")

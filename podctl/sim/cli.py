@@ -162,6 +162,13 @@ def _print_up(result: pod_mod.UpResult) -> None:
         systemd = r.systemd + (f" ({', '.join(r.failed_units)} failed)" if r.failed_units else "")
         table.add_row(r.hostname, r.address, r.container, r.action, systemd)
     out_console.print(table)
+    if result.fabric is not None:
+        f = result.fabric
+        out_console.print(
+            f"fabric compute: ibsim {f.action} in {f.server}'s network namespace (sockets {f.socket_name}:*)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.removed:
         out_console.print(f"removed containers of nodes no longer in the site: {', '.join(result.removed)}")
     first = result.nodes[0].hostname if result.nodes else "NODE"

@@ -37,11 +37,11 @@ from ..facts import cached_plan, hca_names
 from ..fsio import atomic_write
 from ..ibfabric import emulated
 from ..ibfabric.ibsim import IbsimError, SimulatedFabric, set_link_rate, swap_cables
-from ..topology import Cable
 from .errors import SimError
 from .podman import Podman, container_name
 
 FAULTS_FILE = "faults.json"
+SERVER_FILE = "server.json"
 PLAN_FILE = "plan.net"
 SM_MASTER_S = 90.0
 _SWITCH_END = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,63})\[(\d{1,3})\]$")
@@ -71,8 +71,19 @@ def _netns(pid: int) -> str:
 
 def _server(podman: Podman, site: Site) -> tuple[str, int]:
     """(container, pid) of the SM host whose namespace serves the fabric."""
-    host = facts.emulated_server(site)
-    name = container_name(site.name, host)
+    return _container_pid(podman, facts.emulated_server(site), container_name(site.name, facts.emulated_server(site)))
+
+
+def _server_of(podman: Podman, pod: str) -> tuple[str, int]:
+    """(container, pid) of the SM host a running fabric was started for (`sim up` wrote it down)."""
+    try:
+        host = json.loads((fabric_dir(pod) / SERVER_FILE).read_text())["host"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise SimError(f"pod {pod} has no fabric (no {SERVER_FILE}): `podctl sim up SITE` starts it") from None
+    return _container_pid(podman, host, container_name(pod, host))
+
+
+def _container_pid(podman: Podman, host: str, name: str) -> tuple[str, int]:
     info = podman.container_by_name(name)
     if info is None or not info.running:
         raise SimError(
@@ -97,6 +108,11 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
     folder = fabric_dir(site.name)
     container, pid = _server(podman, site)
     plan_net = emulated.network(site)
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    # What `sim fault` names cables by, and whose namespace to start ibsim in again.
+    _write_cables(folder, pod_cables(site))
+    atomic_write(folder / SERVER_FILE, json.dumps({"host": facts.emulated_server(site)}) + "\n")
     current = running(site.name)
     action = "started"
     if current is not None:
@@ -105,11 +121,9 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
             return FabricUp("kept", facts.emulated_server(site), facts.emulated_socket_name(site.name), 0.0)
         current.stop()
         action = "restarted"
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
     atomic_write(folder / PLAN_FILE, plan_net)
     (folder / FAULTS_FILE).unlink(missing_ok=True)
-    _start(plan_net, site, pid)
+    _start(plan_net, site.name, pid)
     # An OpenSM deployed before (a kept SM host, a new ibsim) holds a client of the old one.
     podman.run(["exec", container, "systemctl", "try-restart", f"{facts.EMULATED_SM_SERVICE}.service"], check=False)
     return FabricUp(
@@ -117,13 +131,13 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
     )
 
 
-def _start(network: str, site: Site, pid: int) -> SimulatedFabric:
+def _start(network: str, pod: str, pid: int) -> SimulatedFabric:
     try:
         return SimulatedFabric.start(
             network,
-            fabric_dir(site.name),
+            fabric_dir(pod),
             keep_running=True,
-            sockname=facts.emulated_socket_name(site.name),
+            sockname=facts.emulated_socket_name(pod),
             netns_pid=pid,
         )
     except IbsimError as exc:
@@ -141,39 +155,69 @@ def down(pod: str) -> bool:
 
 # -- cables ---------------------------------------------------------------------------------------
 
+CABLES_FILE = "cables.json"
 
-def find_cable(site: Site, text: str) -> Cable:
-    """The planned cable of the compute fabric at one of its ends: `SWITCH[PORT]` or `HOST:RAIL`."""
-    if not facts.has_emulated_fabric(site):
-        raise SimError(f"{site.source}: no compute fabric with a subnet manager, so the sim serves no fabric")
+
+@dataclass(frozen=True)
+class PodCable:
+    """A planned cable of the pod's fabric, its ends as the network file names them."""
+
+    switch: End  # the upper end: a switch's port
+    lower: End  # an HCA ("node01 mlx5_0", port 1) or a lower switch's port
+    node: str | None = None  # a node's cable: its host and rail
+    rail: int | None = None
+
+    def describe(self) -> str:
+        lower = self.lower[0] if self.node else f"{self.lower[0]}[{self.lower[1]}]"
+        rail = f" (node {self.node}, rail {self.rail})" if self.node else ""
+        return f"{self.switch[0]}[{self.switch[1]}] <-> {lower}{rail}"
+
+
+def pod_cables(site: Site) -> list[PodCable]:
+    """Every planned cable of the emulated fabric, as `sim fault` names them."""
     plan = cached_plan(site.fabrics[facts.EMULATED_FABRIC])
-    match = _SWITCH_END.match(text) or _NODE_END.match(text)
-    if match is None:
-        raise SimError(f"{text!r}: name a cable by one end, SWITCH[PORT] (ib-leaf-su01-r1[3]) or HOST:RAIL (node01:1)")
-    device, port = match.group(1), int(match.group(2))
+    names = hca_names(site, facts.EMULATED_FABRIC)
+    out = []
     for cable in plan.cables:
-        if (cable.upper.device, cable.upper.port) == (device, port) or (
-            cable.lower.device,
-            cable.lower.port,
-        ) == (device, port):
+        switch: End = (cable.upper.device, cable.upper.port)
+        if cable.tier == "node-leaf":
+            host, rail = cable.lower.device, cable.lower.port
+            out.append(PodCable(switch, (f"{host} {names[host][rail - 1]}", 1), host, rail))
+        else:
+            out.append(PodCable(switch, (cable.lower.device, cable.lower.port)))
+    return out
+
+
+def _write_cables(folder: Path, cables: list[PodCable]) -> None:
+    rows = [{"switch": list(c.switch), "lower": list(c.lower), "node": c.node, "rail": c.rail} for c in cables]
+    atomic_write(folder / CABLES_FILE, json.dumps(rows, indent=1) + "\n")
+
+
+def read_cables(pod: str) -> list[PodCable]:
+    try:
+        rows = json.loads((fabric_dir(pod) / CABLES_FILE).read_text())
+        return [
+            PodCable((r["switch"][0], int(r["switch"][1])), (r["lower"][0], int(r["lower"][1])), r["node"], r["rail"])
+            for r in rows
+        ]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        raise SimError(f"pod {pod} has no fabric (no {CABLES_FILE}): `podctl sim up SITE` starts it") from None
+
+
+def find_cable(cables: list[PodCable], text: str) -> PodCable:
+    """The planned cable at one of its ends: `SWITCH[PORT]` (either end) or `HOST:RAIL`."""
+    switch_end = _SWITCH_END.match(text)
+    node_end = _NODE_END.match(text)
+    if switch_end is None and node_end is None:
+        raise SimError(f"{text!r}: name a cable by one end, SWITCH[PORT] (ib-leaf-su01-r1[3]) or HOST:RAIL (node01:1)")
+    for cable in cables:
+        if switch_end is not None:
+            end = (switch_end.group(1), int(switch_end.group(2)))
+            if end == cable.switch or (cable.node is None and end == cable.lower):
+                return cable
+        elif node_end is not None and (cable.node, cable.rail) == (node_end.group(1), int(node_end.group(2))):
             return cable
-    raise SimError(f"{text!r}: no planned cable of fabric {plan.fabric!r} ends there")
-
-
-def cable_ends(site: Site, cable: Cable) -> tuple[End, End]:
-    """(switch end, lower end) of a planned cable as the network file names them."""
-    lower: End = (cable.lower.device, cable.lower.port)
-    if cable.tier == "node-leaf":
-        names = hca_names(site, facts.EMULATED_FABRIC)[cable.lower.device]
-        lower = (f"{cable.lower.device} {names[cable.lower.port - 1]}", 1)
-    return (cable.upper.device, cable.upper.port), lower
-
-
-def describe(site: Site, cable: Cable) -> str:
-    (switch, port), (device, _) = cable_ends(site, cable)
-    rail = f" (node {cable.lower.device}, rail {cable.lower.port})" if cable.tier == "node-leaf" else ""
-    lower = device if cable.tier == "node-leaf" else f"{device}[{cable.lower.port}]"
-    return f"{switch}[{port}] <-> {lower}{rail}"
+    raise SimError(f"{text!r}: no planned cable of the pod's fabric ends there")
 
 
 # -- faults ---------------------------------------------------------------------------------------
@@ -205,69 +249,66 @@ def _console(action):  # type: ignore[no-untyped-def]
         raise SimError(str(exc)) from None
 
 
-def unplug(site: Site, cable: Cable) -> str:
-    fabric = _live(site.name)
-    switch_end, _ = cable_ends(site, cable)
-    _console(lambda: fabric.unplug(*switch_end))
-    faults = read_faults(site.name)
-    faults.setdefault("unplugged", []).append(list(switch_end))
-    _write_faults(site.name, faults)
-    return f"unplugged {describe(site, cable)}"
+def unplug(pod: str, cable: PodCable) -> str:
+    fabric = _live(pod)
+    _console(lambda: fabric.unplug(*cable.switch))
+    faults = read_faults(pod)
+    faults.setdefault("unplugged", []).append(list(cable.switch))
+    _write_faults(pod, faults)
+    return f"unplugged {cable.describe()}"
 
 
-def raise_errors(site: Site, cable: Cable, counter: str, value: int) -> str:
-    fabric = _live(site.name)
-    switch_end, _ = cable_ends(site, cable)
-    _console(lambda: fabric.set_counter(*switch_end, counter, value))
-    faults = read_faults(site.name)
-    faults.setdefault("counters", []).append([*switch_end, counter, int(value)])
-    _write_faults(site.name, faults)
-    return f"{counter} = {value} at {switch_end[0]}[{switch_end[1]}] on {describe(site, cable)}"
+def raise_errors(pod: str, cable: PodCable, counter: str, value: int) -> str:
+    fabric = _live(pod)
+    _console(lambda: fabric.set_counter(*cable.switch, counter, value))
+    faults = read_faults(pod)
+    faults.setdefault("counters", []).append([*cable.switch, counter, int(value)])
+    _write_faults(pod, faults)
+    return f"{counter} = {value} at {cable.switch[0]}[{cable.switch[1]}] of {cable.describe()}"
 
 
-def swap(podman: Podman, site: Site, first: Cable, second: Cable) -> str:
-    a, _ = cable_ends(site, first)
-    b, _ = cable_ends(site, second)
-    if a == b:
+def swap(podman: Podman, pod: str, first: PodCable, second: PodCable) -> str:
+    if first == second:
         raise SimError("swapping a cable with itself changes nothing: name two cables")
-    _rewire(podman, site, lambda net: swap_cables(net, a, b), ["swapped", [list(a), list(b)]])
-    return f"swapped {describe(site, first)} and {describe(site, second)} (their switch ends traded)"
+    a, b = first.switch, second.switch
+    _rewire(podman, pod, lambda net: swap_cables(net, a, b), ["swapped", [list(a), list(b)]])
+    return f"swapped {first.describe()} and {second.describe()} at their switch ends"
 
 
-def degrade(podman: Podman, site: Site, cable: Cable, width: str | None, speed: str | None) -> str:
+def degrade(podman: Podman, pod: str, cable: PodCable, width: str | None, speed: str | None) -> str:
     if width is None and speed is None:
         raise SimError("degrade a cable to a width (--width 1x, 2x) or a speed (--speed EDR, ...)")
-    switch_end, _ = cable_ends(site, cable)
+    end = cable.switch
     _rewire(
         podman,
-        site,
-        lambda net: set_link_rate(net, switch_end, width=width, speed=speed),
-        ["degraded", [list(switch_end), width, speed]],
+        pod,
+        lambda net: set_link_rate(net, end, width=width, speed=speed),
+        ["degraded", [list(end), width, speed]],
     )
-    return f"degraded {describe(site, cable)} to {width or ''}{speed or ''} (trains at most that)"
+    return f"degraded {cable.describe()}: it trains at most {width or ''}{' ' if width and speed else ''}{speed or ''}"
 
 
-def _rewire(podman: Podman, site: Site, edit, record: list) -> None:  # type: ignore[no-untyped-def]
+def _rewire(podman: Podman, pod: str, edit, record: list) -> None:  # type: ignore[no-untyped-def]
     """Restart ibsim on an edited copy of its network file, the console faults applied again."""
-    current = _live(site.name)
+    current = _live(pod)
     try:
         network = edit(current.network_path.read_text())
     except IbsimError as exc:
         raise SimError(str(exc)) from None
-    faults = read_faults(site.name)
+    faults = read_faults(pod)
     faults.setdefault(record[0], []).append(record[1])
-    _restart(podman, site, current, network, faults)
+    _restart(podman, pod, current, network, faults)
 
 
-def _restart(podman: Podman, site: Site, current: SimulatedFabric, network: str, faults: dict[str, list]) -> None:
-    container, pid = _server(podman, site)
+def _restart(podman: Podman, pod: str, current: SimulatedFabric, network: str, faults: dict[str, list]) -> None:
+    container, pid = _server_of(podman, pod)
     current.stop()
-    fabric = _start(network, site, pid)
+    fabric = _start(network, pod, pid)
     for device, port in faults.get("unplugged", []):
         _console(lambda d=device, p=port: fabric.unplug(d, int(p)))
     for device, port, counter, value in faults.get("counters", []):
         _console(lambda d=device, p=port, c=counter, v=value: fabric.set_counter(d, int(p), c, int(v)))
-    _write_faults(site.name, faults)
+    _write_faults(pod, faults)
     restart_sm(podman, container)
 
 
@@ -287,12 +328,12 @@ def restart_sm(podman: Podman, container: str, timeout_s: float = SM_MASTER_S) -
         time.sleep(1)
 
 
-def clear(podman: Podman, site: Site) -> list[str]:
+def clear(podman: Podman, pod: str) -> list[str]:
     """Every fabric fault undone: ibsim restarted on the plan's network file."""
-    faults = read_faults(site.name)
+    faults = read_faults(pod)
     if not any(faults.values()):
         return []
-    current = _live(site.name)
+    current = _live(pod)
     undone = [f"{kind}: {len(items)}" for kind, items in sorted(faults.items()) if items]
-    _restart(podman, site, current, emulated.network(site), {})
+    _restart(podman, pod, current, (fabric_dir(pod) / PLAN_FILE).read_text(), {})
     return undone

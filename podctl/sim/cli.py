@@ -320,7 +320,11 @@ def fault_cmd(
     if fabric_faults:
         if nodes or kill_ or others or clear_:
             raise click.UsageError("fabric faults name cables, not NODES: give them without NODES and node faults")
-        _fabric_faults(pod, unplugs, swaps, degrades, width, speed, errors, counter, count)
+        podman = _podman("fault")
+        name = pod_mod.resolve_pod(podman, pod)
+        wanted = fabric_mod.FabricFaults(unplugs, swaps, degrades, width, speed, errors, counter, count)
+        for line in fabric_mod.inject(podman, name, wanted):
+            err_console.print(f"fabric of pod {name}: {line}", highlight=False, soft_wrap=True)
         return
     if not nodes:
         if clear_ and not (kill_ or others):
@@ -373,38 +377,6 @@ def fault_cmd(
             faults_mod.fill(podman, name, container, path)
             done.append(f"filled {path}")
         err_console.print(f"{container.node}: {'; '.join(done)}")
-
-
-def _fabric_faults(
-    pod: str | None,
-    unplugs: tuple[str, ...],
-    swaps: tuple[str, str] | None,
-    degrades: tuple[str, ...],
-    width: str | None,
-    speed: str | None,
-    errors: tuple[str, ...],
-    counter: str,
-    count: int,
-) -> None:
-    podman = _podman("fault")
-    name = pod_mod.resolve_pod(podman, pod)
-    cables = fabric_mod.read_cables(name)
-    # Every cable named is checked before anything changes.
-    unplugged = [fabric_mod.find_cable(cables, c) for c in unplugs]
-    swapped = [fabric_mod.find_cable(cables, c) for c in swaps or ()]
-    degraded = [fabric_mod.find_cable(cables, c) for c in degrades]
-    counting = [fabric_mod.find_cable(cables, c) for c in errors]
-    done: list[str] = []
-    if swapped:
-        done.append(fabric_mod.swap(podman, name, swapped[0], swapped[1]))
-    for cable in degraded:
-        done.append(fabric_mod.degrade(podman, name, cable, width, speed))
-    for cable in unplugged:
-        done.append(fabric_mod.unplug(name, cable))
-    for cable in counting:
-        done.append(fabric_mod.raise_errors(name, cable, counter, count))
-    for line in done:
-        err_console.print(f"fabric of pod {name}: {line}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

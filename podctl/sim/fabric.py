@@ -249,6 +249,37 @@ def _console(action):  # type: ignore[no-untyped-def]
         raise SimError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class FabricFaults:
+    """What one `sim fault` asks of the fabric; cables by one end (find_cable)."""
+
+    unplug: tuple[str, ...] = ()
+    swap: tuple[str, str] | None = None
+    degrade: tuple[str, ...] = ()
+    width: str | None = None
+    speed: str | None = None
+    errors: tuple[str, ...] = ()
+    counter: str = "SymbolErrorCounter"
+    count: int = 1000
+
+
+def inject(podman: Podman, pod: str, wanted: FabricFaults) -> list[str]:
+    """Every fault asked for, each cable checked before anything changes: the faults that restart
+    ibsim first, then the console's. What was done, a line each."""
+    cables = read_cables(pod)
+    unplugged = [find_cable(cables, c) for c in wanted.unplug]
+    swapped = [find_cable(cables, c) for c in wanted.swap or ()]
+    degraded = [find_cable(cables, c) for c in wanted.degrade]
+    counting = [find_cable(cables, c) for c in wanted.errors]
+    done: list[str] = []
+    if swapped:
+        done.append(swap(podman, pod, swapped[0], swapped[1]))
+    done += [degrade(podman, pod, cable, wanted.width, wanted.speed) for cable in degraded]
+    done += [unplug(pod, cable) for cable in unplugged]
+    done += [raise_errors(pod, cable, wanted.counter, wanted.count) for cable in counting]
+    return done
+
+
 def unplug(pod: str, cable: PodCable) -> str:
     fabric = _live(pod)
     _console(lambda: fabric.unplug(*cable.switch))

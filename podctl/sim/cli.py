@@ -200,6 +200,13 @@ def status_cmd(pod: str | None, site: str | None) -> None:
         ssh = "-" if r.ssh is None else ("ok" if r.ssh else styled(("no", "red")))
         table.add_row(r.hostname, r.address, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
     out_console.print(table)
+    served = fabric_mod.running(name)
+    if served is not None:
+        faults = fabric_mod.read_faults(name)
+        kinds = ", ".join(f"{kind} {len(items)}" for kind, items in sorted(faults.items()) if items) or "none"
+        out_console.print(
+            f"fabric: ibsim pid {served.pid} ({served.install.describe()}); faults: {kinds}", highlight=False
+        )
 
 
 def _fault_text(entry: dict[str, object]) -> str:

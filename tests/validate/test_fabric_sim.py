@@ -62,7 +62,7 @@ def test_validate_reads_the_real_tools_on_the_sm_host(pod: Pod) -> None:
     data = assert_healthy(pod, "fabric-healthy")
     tools = data["meta"]["fabric_tools"]
     assert tools["host"] == "head01" and tools["emulated"] is True
-    assert sorted(tools["files"]) == ["ibnetdiscover", "iblinkinfo", "ibqueryerrors", "lfts"]
+    assert sorted(tools["files"]) == ["iblinkinfo", "ibnetdiscover", "ibqueryerrors", "lfts"]
     routes = next(r for r in data["runs"] if r["check"] == "routes")
     # 3 switches, each routing the 6 HCAs of the 3 nodes' two rails.
     assert routes["result"]["details"]["entries"] == 18, routes["result"]["details"]

@@ -68,7 +68,7 @@ def test_validate_reads_the_real_tools_on_the_sm_host(pod: Pod) -> None:
     assert routes["result"]["details"]["entries"] == 18, routes["result"]["details"]
     report = (pod.base / "fabric-healthy" / "report.html").read_text()
     junit = (pod.base / "fabric-healthy" / "junit.xml").read_text()
-    assert "Routes and port counters" in report and "against the sim pod&#x27;s emulated fabric" in report
+    assert "Routes and port counters" in report and "against the sim pod's emulated fabric" in report
     assert 'classname="routes.fabric"' in junit and 'classname="cabling.fabric"' in junit
 
 

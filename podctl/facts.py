@@ -15,7 +15,15 @@ from .assets import STAGES
 from .hostlist import fold as fold_hostlist
 from .model import Fabric, HCAs, Node, Profile, Role, Site, hca_name
 from .redact import redact_urls
-from .topology import FabricPlan, RoutingAdvice, plan_fabric, root_switches, routing_advice, slurm_topology_conf
+from .topology import (
+    FabricPlan,
+    RoutingAdvice,
+    name_guid,
+    plan_fabric,
+    root_switches,
+    routing_advice,
+    slurm_topology_conf,
+)
 
 # The check stage plans each fabric to find infeasible ones; plan, inventory and the
 # facts reuse that plan instead of computing it again.
@@ -356,9 +364,12 @@ def emulated_attachments(site: Site) -> dict[str, str]:
     return out
 
 
-def emulated_host_facts(site: Site, pod: str, host: str) -> dict[str, str] | None:
-    """What the fabric role needs on `host` of a sim pod: where ibsim is and where to attach; None
-    on a host that runs no SM there. Only the host whose namespace serves ibsim can reach it."""
+def emulated_host_facts(derived: Facts, pod: str, host: str) -> dict[str, object] | None:
+    """What the fabric role needs on `host` of a sim pod: where ibsim is, where to attach, and the
+    GUIDs of updn's roots (the emulated fabric's GUIDs are podctl's, topology.name_guid: on a real
+    fabric they are the switches' own, which podctl does not know); None on a host that runs no SM
+    there. Only the host whose namespace serves ibsim can reach it."""
+    site = derived.site
     if not has_emulated_fabric(site) or host != emulated_server(site):
         return None
     return {
@@ -367,4 +378,5 @@ def emulated_host_facts(site: Site, pod: str, host: str) -> dict[str, str] | Non
         "attach": emulated_attachments(site)[host],
         "client_program": UMAD2SIM_PROGRAM,
         "service": EMULATED_SM_SERVICE,
+        "root_guids": [f"0x{name_guid(name):016x}" for name in derived.routing_roots(EMULATED_FABRIC)],
     }

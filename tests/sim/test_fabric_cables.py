@@ -97,3 +97,23 @@ def test_updn_gets_its_roots_by_the_guids_the_emulated_fabric_gives_them(tmp_pat
     assert found is not None and found["root_guids"] == [f"0x{name_guid('ib-spine-01'):016x}"]
     # The same GUID the network file gives that switch: what ibsim and OpenSM see.
     assert f"switchguid=0x{name_guid('ib-spine-01'):016x}" in network(site)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--width", "1x"], "--width and --speed say how far --degrade"),
+        (["node01", "--unplug", "node01:1"], "fabric faults name cables, not NODES"),
+        (["--unplug", "node01:1", "--clear"], "fabric faults name cables, not NODES"),
+        (["--kill"], "give NODES for a node fault, or a fabric fault"),
+    ],
+)
+def test_fault_arguments_that_mix_node_and_fabric_faults_are_refused_before_anything_runs(
+    args: list[str], says: str
+) -> None:
+    from click.testing import CliRunner
+
+    from podctl.sim.cli import sim
+
+    result = CliRunner().invoke(sim, ["fault", "--pod", "nopod", *args])
+    assert result.exit_code == 2 and says in result.output, result.output

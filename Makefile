@@ -31,8 +31,9 @@ sim-wheels: setup
 		rm -rf $(WHEELS) && mv $(WHEELS).tmp $(WHEELS); \
 	fi
 
-# The simulated pod's host side: podman + runc + debootstrap, engine settings, the node image.
-sim-setup: setup sim-wheels
+# The simulated pod's host side: podman + runc + debootstrap, engine settings, the node image, and
+# ibsim (fabric-setup), which `podctl sim up` starts beside the pod for its compute fabric.
+sim-setup: setup sim-wheels fabric-setup
 	PODCTL_PYTHON=$(BIN)/python bash .ci/sim-setup.sh
 
 # The real consumers of the rendered configuration (Slurm's daemons, promtool, amtool), for the tests.

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import nodehealth, state, yamlout
 from .assets import validation_package
 from .errors import PodctlError
-from .facts import MONITORING_QUERY_PROGRAM, Facts, duration_s
+from .facts import MONITORING_QUERY_PROGRAM, Facts, duration_s, emulated_host_facts
 from .fsio import write_tree
 from .hostlist import is_hostname
 from .model import VALIDATION_EXEC, HealthCheck, Role, Secret, Site
@@ -201,6 +201,8 @@ def _host_vars(site: Site, facts: Facts, host: str, sim: bool = False) -> dict[s
         "podctl_profile": prof.name,
         "podctl_roles": sorted(r.value for r in node.roles),
         "podctl_emulated": sim,
+        # The emulated fabric's server and attach point on the SM host of a sim pod (None elsewhere).
+        "podctl_emulated_fabric": emulated_host_facts(facts, site.name, host) if sim else None,
         "podctl_gpus": prof.gpus.count if prof.gpus else 0,
         "podctl_cpu_cores": prof.cpu_cores,
         "podctl_memory_gib": prof.memory_gib,

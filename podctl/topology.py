@@ -18,6 +18,7 @@ reader follows one cable from node to core in one file.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Collection
@@ -812,3 +813,13 @@ __all__ = [
     "routing_advice",
     "slurm_topology_conf",
 ]
+
+
+# The GUIDs podctl gives planned devices in what it writes as a fabric's tools would show it (`podctl
+# fabric topology`, the sim pod's ibsim network file): NVIDIA's OUI and 40 bits of the name's hash.
+NVIDIA_OUI = 0xB83FD2
+
+
+def name_guid(name: str) -> int:
+    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:5], "big")
+    return (NVIDIA_OUI << 40) | digest

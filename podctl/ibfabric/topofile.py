@@ -26,14 +26,13 @@ skipped with a warning (`Topology.warnings`) when they were mixed into the file.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from podctl.errors import PodctlError
 from podctl.model import HcaNames, hca_name
-from podctl.topology import Cable, FabricPlan
+from podctl.topology import Cable, FabricPlan, name_guid
 
 # Lane signalling rate, in Gbps, that iblinkinfo prints for each IB generation.
 LANE_GBPS: dict[str, float] = {
@@ -47,7 +46,6 @@ LANE_GBPS: dict[str, float] = {
     "NDR": 106.25,
     "XDR": 212.5,
 }
-NVIDIA_OUI = 0xB83FD2
 # No line of the tools' output comes near this; a longer one is not their output.
 MAX_LINE = 64 * 1024
 
@@ -161,11 +159,6 @@ def planned_ends(cable: Cable, hca_names: HcaNames | None = None) -> tuple[End, 
     if cable.tier == "node-leaf":
         return upper, End(hca_desc(cable.lower.device, cable.lower.port, hca_names), 1)
     return upper, End(cable.lower.device, cable.lower.port)
-
-
-def name_guid(name: str) -> int:
-    digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:5], "big")
-    return (NVIDIA_OUI << 40) | digest
 
 
 def topology_from_plan(plan: FabricPlan, rate: str, hca_names: HcaNames | None = None) -> Topology:

@@ -21,6 +21,7 @@ from rich.text import Text
 from .. import state
 from ..console import make_console, styled
 from ..hostlist import HostlistError, expand
+from . import fabric as fabric_mod
 from . import fault as faults_mod
 from . import pod as pod_mod
 from .errors import SimError
@@ -162,6 +163,13 @@ def _print_up(result: pod_mod.UpResult) -> None:
         systemd = r.systemd + (f" ({', '.join(r.failed_units)} failed)" if r.failed_units else "")
         table.add_row(r.hostname, r.address, r.container, r.action, systemd)
     out_console.print(table)
+    if result.fabric is not None:
+        f = result.fabric
+        out_console.print(
+            f"fabric compute: ibsim {f.action} in {f.server}'s network namespace (sockets {f.socket_name}:*)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.removed:
         out_console.print(f"removed containers of nodes no longer in the site: {', '.join(result.removed)}")
     first = result.nodes[0].hostname if result.nodes else "NODE"
@@ -193,6 +201,13 @@ def status_cmd(pod: str | None, site: str | None) -> None:
         ssh = "-" if r.ssh is None else ("ok" if r.ssh else styled(("no", "red")))
         table.add_row(r.hostname, r.address, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
     out_console.print(table)
+    served = fabric_mod.running(name)
+    if served is not None:
+        faults = fabric_mod.read_faults(name)
+        kinds = ", ".join(f"{kind} {len(items)}" for kind, items in sorted(faults.items()) if items) or "none"
+        out_console.print(
+            f"fabric: ibsim pid {served.pid} ({served.install.describe()}); faults: {kinds}", highlight=False
+        )
 
 
 def _fault_text(entry: dict[str, object]) -> str:
@@ -249,7 +264,7 @@ def exec_cmd(ctx: click.Context, pod: str | None, node: str, command: tuple[str,
 
 @sim.command("fault")
 @pod_option
-@click.argument("nodes", metavar="NODES")
+@click.argument("nodes", metavar="[NODES]", required=False)
 @click.option("--kill", "kill_", is_flag=True, help="Stop the node abruptly (SIGKILL, like a power cut).")
 @click.option("--rate", metavar="RATE", help="Throttle the node's network to RATE (tc units: 50mbit, 1gbit).")
 @click.option("--stop-service", "services", metavar="NAME", multiple=True, help="Stop a systemd service (repeatable).")
@@ -263,19 +278,72 @@ def exec_cmd(ctx: click.Context, pod: str | None, node: str, command: tuple[str,
     multiple=True,
     help=f"Fill the disk at PATH: a {faults_mod.FILL_SIZE_MB} MB file system over it, full (repeatable).",
 )
-@click.option("--clear", "clear_", is_flag=True, help="Undo every fault injected on the node.")
+@click.option(
+    "--unplug", "unplugs", metavar="CABLE", multiple=True,
+    help="Fabric: pull a cable, named by one end: SWITCH[PORT] or HOST:RAIL (repeatable).",
+)  # fmt: skip
+@click.option("--swap", "swaps", metavar="CABLE CABLE", nargs=2, help="Fabric: trade two cables' switch ends.")
+@click.option(
+    "--degrade", "degrades", metavar="CABLE", multiple=True, help="Fabric: the cable trains at --width/--speed."
+)
+@click.option("--width", metavar="WIDTH", help="With --degrade: the width it trains at most (1x, 2x).")
+@click.option("--speed", metavar="SPEED", help="With --degrade: the speed it trains at most (SDR ... NDR).")
+@click.option(
+    "--errors", "errors", metavar="CABLE", multiple=True,
+    help="Fabric: the cable's switch port counts errors (--counter, --count).",
+)  # fmt: skip
+@click.option("--counter", default="SymbolErrorCounter", show_default=True, help="With --errors: which counter.")
+@click.option(
+    "--count", default=1000, show_default=True, type=click.IntRange(0, 65535), help="With --errors: its value."
+)
+@click.option(
+    "--clear", "clear_", is_flag=True, help="Undo every fault injected on NODES; without NODES, on the fabric."
+)
 def fault_cmd(
     pod: str | None,
-    nodes: str,
+    nodes: str | None,
     kill_: bool,
     rate: str | None,
     services: tuple[str, ...],
     unmounts: tuple[str, ...],
     fills: tuple[str, ...],
+    unplugs: tuple[str, ...],
+    swaps: tuple[str, str] | None,
+    degrades: tuple[str, ...],
+    width: str | None,
+    speed: str | None,
+    errors: tuple[str, ...],
+    counter: str,
+    count: int,
     clear_: bool,
 ) -> None:
-    """Inject a fault into NODES (a hostlist), or clear the faults injected."""
+    """Inject a fault into NODES (a hostlist) or into the pod's fabric, or clear the faults injected.
+
+    Fabric faults name a planned cable by one end: SWITCH[PORT] (ib-leaf-su01-r1[3]) or HOST:RAIL
+    (node01:1, the node's rail-1 cable): podctl sim fault --unplug node01:1"""
     others = bool(rate or services or unmounts or fills)
+    fabric_faults = bool(unplugs or swaps or degrades or errors)
+    if (width or speed) and not degrades:
+        raise click.UsageError("--width and --speed say how far --degrade CABLE degrades a cable")
+    if fabric_faults:
+        if nodes or kill_ or others or clear_:
+            raise click.UsageError("fabric faults name cables, not NODES: give them without NODES and node faults")
+        podman = _podman("fault")
+        name = pod_mod.resolve_pod(podman, pod)
+        wanted = fabric_mod.FabricFaults(unplugs, swaps, degrades, width, speed, errors, counter, count)
+        for line in fabric_mod.inject(podman, name, wanted):
+            err_console.print(f"fabric of pod {name}: {line}", highlight=False, soft_wrap=True)
+        return
+    if not nodes:
+        if clear_ and not (kill_ or others):
+            podman = _podman("fault")
+            name = pod_mod.resolve_pod(podman, pod)
+            done = fabric_mod.clear(podman, name)
+            err_console.print(
+                f"fabric of pod {name}: " + ("; ".join(f"cleared {d}" for d in done) or "nothing to clear")
+            )
+            return
+        raise click.UsageError("give NODES for a node fault, or a fabric fault (--unplug, --swap, --degrade, --errors)")
     if not (kill_ or others or clear_):
         raise click.UsageError(
             "choose a fault: --kill, --rate RATE, --stop-service NAME, --unmount PATH, --fill PATH, or --clear"

@@ -21,6 +21,7 @@ from podctl.model import Site
 
 from .. import state
 from ..fsio import atomic_write
+from . import fabric as fabric_mod
 from . import health
 from .errors import SimError
 from .health import Deadline
@@ -68,6 +69,7 @@ class UpResult:
     nodes: list[NodeResult]
     removed: list[str]
     seconds: float
+    fabric: fabric_mod.FabricUp | None = None  # the compute fabric's ibsim, beside the nodes
 
 
 class Reporter:
@@ -311,6 +313,8 @@ def up(
             + f"\nrun `podctl sim up {site_path}` again to retry (healthy nodes are kept), "
             f"or `podctl sim status --pod {spec.pod}`"
         )
+    with state.locked(state.pod_dir(spec.pod) / ".lock"):
+        fabric = fabric_mod.up(podman, site)
     return UpResult(
         spec=spec,
         key=key,
@@ -320,6 +324,7 @@ def up(
         nodes=results,
         removed=removed,
         seconds=time.monotonic() - started,
+        fabric=fabric,
     )
 
 
@@ -425,6 +430,7 @@ def status(podman: Podman, pod: str) -> tuple[list[NodeStatus], str | None]:
 
 def down(podman: Podman, pod: str, purge: bool) -> tuple[list[str], bool]:
     with state.locked(state.pod_dir(pod) / ".lock"):
+        fabric_mod.down(pod)
         removed = remove_containers(podman, pod, podman.containers(pod_filter(pod)))
         network = podman.network(network_name(pod))
         network_removed = False

@@ -208,11 +208,9 @@ def names_by_guid(site: Site, ibnetdiscover: Path | None, anchors: Anchors | Non
     return dict(reports[0].names) if reports else {}
 
 
-def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tuple[Forwarding, list[str]]:
-    """The forwarding tables of `--lfts FILE`, placed on the compute fabric's plan and followed from every
-    leaf to every node; notes for the log. Tables that cannot be followed (a loop, a port without a
-    planned cable, no table of the plan's switches) are a FabricCheckError: localizing on routes the
-    pod does not have would accuse the wrong cables."""
+def _follow_routes(site: Site, lfts: Path, names: dict[str, str]):  # type: ignore[no-untyped-def]
+    """(tables, RouteCheck) of `lfts` placed on the compute fabric's plan; FabricCheckError when the
+    file cannot be read or placed at all."""
     from ..ibfabric.identity import naming_from_templates
     from ..ibfabric.lft import routes_from_dump
     from ..ibfabric.topofile import CablingError
@@ -223,9 +221,25 @@ def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tupl
     plan = cached_plan(fabric)
     try:
         naming = naming_from_templates(fabric.naming_switch, fabric.naming_hca)
-        tables, result = routes_from_dump(plan, str(lfts), hca_names(site, FABRIC), naming, names, compare_model=False)
+        return routes_from_dump(plan, str(lfts), hca_names(site, FABRIC), naming, names, compare_model=False)
     except CablingError as exc:
         raise FabricCheckError(f"--lfts {lfts}: {exc}") from None
+
+
+def _route_notes(lfts: Path, tables, result) -> list[str]:  # type: ignore[no-untyped-def]
+    notes = [f"routes: {lfts}: {result.placed.summary()}; localization follows them"]
+    notes += [f"routes: {w}" for w in tables.warnings[:5]] + [f"routes: {u}" for u in result.placed.unplaced[:5]]
+    if result.modelled:
+        notes.append(f"routes: no table for {len(result.modelled)} switch(es) a route crosses; modelled there")
+    return notes
+
+
+def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tuple[Forwarding, list[str]]:
+    """The forwarding tables of `--lfts FILE`, placed on the compute fabric's plan and followed from every
+    leaf to every node; notes for the log. Tables that cannot be followed (a loop, a port without a
+    planned cable, no table of the plan's switches) are a FabricCheckError: localizing on routes the
+    pod does not have would accuse the wrong cables."""
+    tables, result = _follow_routes(site, lfts, names)
     if result.problem_count:
         more = result.problem_count - len(result.problems)
         raise FabricCheckError(
@@ -235,8 +249,30 @@ def subnet_manager_routes(site: Site, lfts: Path, names: dict[str, str]) -> tupl
             + (f"\n  ... and {more} more" if more else "")
             + "\ncheck the cabling (podctl fabric check) and dump the tables again after the subnet manager sweeps"
         )
-    notes = [f"routes: {lfts}: {result.placed.summary()}; localization follows them"]
-    notes += [f"routes: {w}" for w in tables.warnings[:5]] + [f"routes: {u}" for u in result.placed.unplaced[:5]]
-    if result.modelled:
-        notes.append(f"routes: no table for {len(result.modelled)} switch(es) a route crosses; modelled there")
-    return result.placed.forwarding, notes
+    return result.placed.forwarding, _route_notes(lfts, tables, result)
+
+
+def routes_run(site: Site, lfts: Path, names: dict[str, str]) -> tuple[CheckRun, Forwarding | None, list[str]]:
+    """The subnet manager's routes as a check of the certification (check `routes`, scope fabric):
+    passing when every route of the tables can be followed on the plan, else failing with each route
+    that cannot (a loop, a port with no planned cable, an HCA no table routes: its cable named), and
+    no forwarding for localization, which then follows podctl's model. What a sim pod's validate
+    collects itself is judged so; a file given with --lfts is refused instead (subnet_manager_routes)."""
+    started = time.monotonic()
+    tables, result = _follow_routes(site, lfts, names)
+    duration = round(time.monotonic() - started, 3)
+    details = {"source": str(lfts), **result.as_dict()}
+    if result.problem_count:
+        more = result.problem_count - len(result.problems)
+        found = [finding(p) for p in result.problems]
+        if more:
+            found.append(finding(f"... and {more} more route(s) that cannot be followed", "warning"))
+        run = CheckRun("routes", "fabric", "fabric", envelope("routes", "fabric", "fail", found, details=details,
+                                                              duration_s=duration))  # fmt: skip
+        return run, None, [f"routes: {lfts}: {result.problem_count} route(s) cannot be followed on the plan"]
+    message = f"the subnet manager's tables ({lfts.name}): {result.placed.summary()}; every route followed"
+    run = CheckRun(
+        "routes", "fabric", "fabric",
+        envelope("routes", "fabric", "pass", [finding(message, "info")], details=details, duration_s=duration),
+    )  # fmt: skip
+    return run, result.placed.forwarding, _route_notes(lfts, tables, result)

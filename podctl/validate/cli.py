@@ -276,6 +276,16 @@ def _cabling(
     return runs, notes + [f"cabling: {w}" for w in warnings], names
 
 
+def _collects_fabric(site: Site, dumps: FabricDumps) -> bool:
+    """Whether validate reads the fabric tools itself: on a sim pod whose emulated fabric has an SM
+    host, when no tool output was given."""
+    from ..facts import has_emulated_fabric
+    from ..state import sim_pod
+
+    given = (dumps.ibnetdiscover, dumps.iblinkinfo, dumps.ibqueryerrors, dumps.lfts)
+    return all(g is None for g in given) and has_emulated_fabric(site) and sim_pod(site)
+
+
 def _hostlist(text: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
@@ -312,19 +322,6 @@ def validate_site(
     site = load_site(site_file)
     private_key = private_key_for(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")
     opens_vault = vault_env(site, *vault, os.environ) if "conformance" in chosen else {}
-    extra, notes, guid_names = _cabling(site, dumps, private_key)
-    forwarding = None
-    if dumps.lfts is not None:
-        from .cabling import subnet_manager_routes
-
-        forwarding, route_notes = subnet_manager_routes(site, dumps.lfts, guid_names)
-        notes += route_notes
-    elif "compute" in site.fabrics:
-        notes.append(
-            "routes: podctl's model of ftree, not the subnet manager's (no --lfts): OpenSM numbers "
-            "destinations otherwise (a fifth of the entries differ at 4 SUs), so a failing test may "
-            "accuse the wrong cable; give --lfts (dump_lfts.sh > FILE) for localization to follow its tables"
-        )
     started = datetime.now(UTC)
     report_dir = report_dir or Path("reports") / f"{started:%Y%m%dT%H%M%SZ}-validate"
     workdir = scratch_dir(report_dir)
@@ -335,6 +332,35 @@ def validate_site(
         console.print(styled((f"{time.monotonic() - t0:6.1f}s", "dim"), f" {message}"))
 
     progress(f"validate {site.name}: suites {', '.join(chosen)}")
+    collected = None
+    if _collects_fabric(site, dumps):
+        # A sim pod's fabric is ibsim's: its SM host runs the real tools against it, as a person
+        # would on a pod, and their output is judged as the files given with the options.
+        from .fabric_tools import collect
+
+        collected = collect(site, site_nodes(site, private_key), workdir / "fabric", progress)
+        files = collected.files
+        dumps = FabricDumps(files["ibnetdiscover"], files["iblinkinfo"], dumps.anchors, files["ibqueryerrors"],
+                            files["lfts"])  # fmt: skip
+    extra, notes, guid_names = _cabling(site, dumps, private_key)
+    forwarding = None
+    if collected is not None and dumps.lfts is not None:
+        from .cabling import routes_run
+
+        run, forwarding, route_notes = routes_run(site, dumps.lfts, guid_names)
+        extra.append(run)
+        notes += route_notes
+    elif dumps.lfts is not None:
+        from .cabling import subnet_manager_routes
+
+        forwarding, route_notes = subnet_manager_routes(site, dumps.lfts, guid_names)
+        notes += route_notes
+    elif "compute" in site.fabrics:
+        notes.append(
+            "routes: podctl's model of ftree, not the subnet manager's (no --lfts): OpenSM numbers "
+            "destinations otherwise (a fifth of the entries differ at 4 SUs), so a failing test may "
+            "accuse the wrong cable; give --lfts (dump_lfts.sh > FILE) for localization to follow its tables"
+        )
     for note in notes:
         progress(note)
     result = validate_pod(
@@ -354,6 +380,13 @@ def validate_site(
         mitogen=mitogen,
     )
     meta = {**result.meta, "podctl": __version__}
+    if collected is not None:
+        meta["fabric_tools"] = {
+            "host": collected.host,
+            "emulated": True,
+            "files": {name: str(path) for name, path in collected.files.items()},
+            "seconds": collected.seconds,
+        }
     paths = write_report(report_dir, result.cert, result.runs, meta)
     # Each node keeps its own last certification (podctl status reads it there).
     hosts = result.meta["hosts"]

@@ -315,6 +315,33 @@ def _cabling_html(runs: list[CheckRun]) -> str:
     return "".join(out)
 
 
+def _fabric_tools_html(runs: list[CheckRun], meta: dict[str, Any]) -> str:
+    """Where the fabric tools' output came from (a sim pod's SM host), and what the subnet manager's
+    routes and the ports' counters say, one row per finding."""
+    tools = meta.get("fabric_tools") or {}
+    chosen = [r for r in runs if r.check in ("routes", "port-counters")]
+    if not chosen and not tools:
+        return ""
+    out = ["<h2>Routes and port counters</h2>"]
+    if tools:
+        names = ", ".join(f"{e(n)} ({tools.get('seconds', {}).get(n, 0)} s)" for n in sorted(tools.get("files", {})))
+        out.append(
+            f"<p>The real tools, run on {e(str(tools.get('host', '')))} against the sim pod's emulated fabric "
+            f"(ibsim, OpenSM under umad2sim): {names}.</p>"
+        )
+    out.append("<table><tr><th>check</th><th>at fault</th><th>status</th><th>finding</th></tr>")
+    for run in chosen:
+        found = run.envelope.get("findings", []) or [{"message": "nothing past a threshold", "severity": "info"}]
+        for item in found[:LIST_LIMIT]:
+            style = "fail" if item.get("severity") == "error" else "pass"
+            out.append(
+                f"<tr><td>{e(run.check)}</td><td>{e(run.node)}</td><td class={style}>{e(run.status)}</td>"
+                f"<td>{e(str(item.get('message', '')))}</td></tr>"
+            )
+    out.append("</table>")
+    return "".join(out)
+
+
 # -- 5. checks -------------------------------------------------------------------------------------
 
 
@@ -481,6 +508,7 @@ def report_html(
         )
     parts.append(_fabric(cert, meta))
     parts.append(_cabling_html([r for r in runs if r.check == "cabling"]))
+    parts.append(_fabric_tools_html(runs, meta))
     options = "".join(f"<option value='{e(n)}'>" for n in data["nodes"])
     parts.append(
         "<h2 id=node>Node detail</h2><p>Pick a node (or click one in the heat map): every figure judged on it "

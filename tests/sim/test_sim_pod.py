@@ -9,6 +9,7 @@ ansible-runner) against the nodes; and, in one test, a second small pod beside t
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 
 from podctl import state
 from podctl.inventory import write_inventory
-from podctl.sim import pod
+from podctl.sim import fabric, pod
 from podctl.sim.cli import sim
 from podctl.sim.errors import SimError
 from podctl.sim.podman import network_name, pod_filter
@@ -121,6 +122,28 @@ def test_up_again_keeps_every_healthy_container(bare_pod: SimPod):
     again = pod.up(bare_pod.podman, bare_pod.site, bare_pod.site_path, None, timeout_s=120, reporter=pod.Reporter())
     assert [r.action for r in again.nodes] == ["kept"] * len(bare_pod.site.nodes)
     assert bare_pod.container_ids() == before
+
+
+def test_the_fabric_is_served_in_the_sm_hosts_namespace_and_up_keeps_or_restarts_it(bare_pod: SimPod):
+    served = fabric.running(bare_pod.name)
+    assert served is not None, "sim up started no ibsim"
+    head = bare_pod.podman.container_pid(f"podctl-{SIM_POD}-head01")
+    netns = os.readlink(f"/proc/{head}/ns/net")
+    assert os.readlink(f"/proc/{served.pid}/ns/net") == netns != os.readlink("/proc/self/ns/net")
+    # Abstract sockets named after the pod, in head01's namespace only; nothing on an address.
+    inside = subprocess.run(["nsenter", "-t", str(head), "-n", "ss", "-xa"], capture_output=True, text=True).stdout
+    assert f"@podctl-sim-{SIM_POD}:ctl" in inside
+    assert f"podctl-sim-{SIM_POD}:" not in subprocess.run(["ss", "-xa"], capture_output=True, text=True).stdout
+    for proto in ("-ulnp", "-tlnp"):
+        listening = subprocess.run(["nsenter", "-t", str(head), "-n", "ss", proto], capture_output=True, text=True)
+        assert "ibsim" not in listening.stdout
+    again = pod.up(bare_pod.podman, bare_pod.site, bare_pod.site_path, None, timeout_s=120, reporter=pod.Reporter())
+    assert again.fabric is not None and again.fabric.action == "kept"
+    assert fabric.running(bare_pod.name).pid == served.pid  # type: ignore[union-attr]
+    assert fabric.down(bare_pod.name) and fabric.running(bare_pod.name) is None
+    restarted = pod.up(bare_pod.podman, bare_pod.site, bare_pod.site_path, None, timeout_s=120, reporter=pod.Reporter())
+    assert restarted.fabric is not None and restarted.fabric.action == "started"
+    assert "Network simulator ready" in fabric.running(bare_pod.name).console_text()  # type: ignore[union-attr]
 
 
 def test_up_a_subset_touches_only_those_nodes(bare_pod: SimPod):

@@ -163,8 +163,14 @@ class SimulatedFabric:
         remote_port: int | None = None,
         keep_running: bool = False,
         timeout: float = 120.0,
+        sockname: str | None = None,
+        netns_pid: int | None = None,
     ) -> SimulatedFabric:
-        """ibsim on `network` (a network file's text), ready: its console answers and its clients can attach."""
+        """ibsim on `network` (a network file's text), ready: its console answers and its clients can attach.
+
+        `sockname`: the name of its sockets (default: one of the work folder's). `netns_pid`: run it
+        in that process's network namespace (`nsenter -n`; a sim pod's SM container), where its
+        abstract sockets are, and the only place they are."""
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         running = cls._running_state(workdir)
@@ -178,18 +184,22 @@ class SimulatedFabric:
         console = workdir / "console"
         console.unlink(missing_ok=True)
         os.mkfifo(console, 0o600)
-        sockname = "podctl-" + hashlib.sha256(str(workdir).encode()).hexdigest()[:16]
+        sockname = sockname or "podctl-" + hashlib.sha256(str(workdir).encode()).hexdigest()[:16]
         argv = [install.ibsim, *network_limits(network).argv(), "-s"]
         if remote_port is not None:
             argv += ["-r", "-l", str(remote_port)]
         argv.append(str(fabric_net))
+        # nsenter enters the namespace and execs ibsim: the pid is ibsim's, its cmdline ibsim's argv.
+        prefix = [tool_path("nsenter"), "-t", str(int(netns_pid)), "-n", "--"] if netns_pid is not None else []
         env = {k: v for k, v in os.environ.items() if k not in _CLIENT_VARIABLES}
         env["IBSIM_SOCKNAME"] = sockname
         # Read and write: ibsim holds a writer of its own console, so it never reads an end of input.
         console_fd = os.open(console, os.O_RDWR)
         try:
             with open(workdir / "console.log", "wb") as out, open(workdir / "ibsim.log", "wb") as err:
-                process = spawn(argv, env, keep_running, stdin=console_fd, stdout=out, stderr=err, cwd=workdir)
+                process = spawn(
+                    [*prefix, *argv], env, keep_running, stdin=console_fd, stdout=out, stderr=err, cwd=workdir
+                )
         finally:
             os.close(console_fd)
         state = {
@@ -197,6 +207,7 @@ class SimulatedFabric:
             "argv": argv,
             "sockname": sockname,
             "remote_port": remote_port,
+            "netns_pid": netns_pid,
             "ibsim": install.ibsim,
             "umad2sim": install.umad2sim,
             "version": list(install.version),

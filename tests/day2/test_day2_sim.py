@@ -209,9 +209,11 @@ def test_the_gates_own_failure_never_drains(sim_pod: Pod, script: str, why: str)
             "node01",
             f"cp {expect} /root/health.json.saved && printf '#!/bin/sh\\n{script}\\n' > /root/broken && chmod +x /root/broken",
         )
+        # What breaks is the program the gate starts for its GPU/HCA checks (the launcher): a
+        # broken interpreter behind it is refused by the launcher itself, another test's matter.
         edit = (
             "import json; p='/etc/podctl/health.json'; d=json.load(open(p)); "
-            "d['node_check']['python']='/root/broken'; json.dump(d, open(p, 'w'))"
+            "d['node_check']['launcher']='/root/broken'; json.dump(d, open(p, 'w'))"
         )
         sim_pod.sh("node01", f'python3 -c "{edit}"')
         record = _gate(sim_pod, "node01")

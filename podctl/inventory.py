@@ -121,7 +121,7 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
             "cluster_name": s.cluster_name,
             "controllers": list(s.controllers),
             "accounting": s.accounting,
-            "dbd_host": s.controllers[0] if s.accounting and s.controllers else None,
+            "dbd_host": s.dbd_host,
             "select_type": s.select_type,
             "state_save_location": s.state_save_location,
             "gres": s.gres,
@@ -200,6 +200,9 @@ def _host_vars(site: Site, facts: Facts, host: str, sim: bool = False) -> dict[s
         "podctl_group": node.group,
         "podctl_profile": prof.name,
         "podctl_roles": sorted(r.value for r in node.roles),
+        # The OS the site says this node runs (os, nodes[].os); a deploy refuses a node that runs
+        # another, and the roles choose by what they find there (the platform vars files).
+        "podctl_os": {"distribution": node.platform.distribution, "release": node.platform.release},
         "podctl_emulated": sim,
         # The emulated fabric's server and attach point on the SM host of a sim pod (None elsewhere).
         "podctl_emulated_fabric": emulated_host_facts(facts, site.name, host) if sim else None,

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from . import platforms
+from .platforms import Platform
+
 API_VERSION = "podctl/v1alpha1"
 KNOWN_API_VERSIONS = (API_VERSION,)
 
@@ -135,6 +138,7 @@ class NodeGroup:
     hosts: tuple[str, ...]
     profile: str
     roles: frozenset[Role]
+    platform: Platform = platforms.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class Node:
     profile: str
     roles: frozenset[Role]
     address: ipaddress.IPv4Address
+    platform: Platform = platforms.DEFAULT  # its OS (podctl.platforms)
 
     def has(self, role: Role) -> bool:
         return role in self.roles
@@ -251,6 +256,11 @@ class Slurm:
     health_check: HealthCheck | None = HealthCheck()
     # Compute nodes whose slurmd restarts at once when a change needs restarts (slurm.restart_batch).
     restart_batch: int = 32
+
+    @property
+    def dbd_host(self) -> str | None:
+        """Where slurmdbd runs, with accounting on: the primary controller."""
+        return self.controllers[0] if self.accounting and self.controllers else None
 
 
 # Where Prometheus and Alertmanager listen (monitoring.listen): the Prometheus host's management

@@ -221,11 +221,12 @@ def _report_schema_error(err: jsonschema.ValidationError, report: Reporter, unsa
         report.error(path, f"expected {names}, got {kind_name(inst)} {_short(inst)}", hint, code="type")
     elif v in ("enum", "const"):
         choices = err.validator_value if v == "enum" else [err.validator_value]
-        shown = ", ".join(str(c) for c in choices)
+        # One choice written two ways (release: 13 or "13") is shown once.
+        shown = ", ".join(dict.fromkeys(str(c) for c in choices))
         report.error(
             path,
             f"{_short(inst)} is not one of: {shown}",
-            did_you_mean(inst, [str(c) for c in choices]),
+            did_you_mean(inst, [str(c) for c in choices]) or sch.get("x-hint"),
             code="enum",
         )
     elif v == "propertyNames":

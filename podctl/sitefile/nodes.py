@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 
+from .. import platforms
 from ..model import (
     ManagementNetwork,
     Node,
     NodeGroup,
+    Platform,
     Profile,
     Role,
 )
@@ -94,6 +96,7 @@ class NodeSections:
         host_origin: dict[str, tuple[str, int]] = {}  # lower-case name -> (name, group index)
         addr_origin: dict[ipaddress.IPv4Address, tuple[PathKey, str]] = {}
         reserved = {mgmt.cidr.network_address, mgmt.cidr.broadcast_address}
+        site_platform = self.platform(("os",), self.data["os"]) if "os" in self.data else platforms.DEFAULT
         for i, g in enumerate(self.data["nodes"]):
             path: PathKey = ("nodes", i)
             name = g["group"]
@@ -122,6 +125,7 @@ class NodeSections:
                     code="unknown-profile",
                 )
             roles = frozenset(Role(r) for r in g["roles"])
+            platform = self.platform(path + ("os",), g["os"]) if "os" in g else site_platform
             addresses = self.group_addresses(path, g, hosts)
             for k, host in enumerate(hosts):
                 # DNS compares names without case (RFC 4343): node01 and NODE01 are one host.
@@ -167,11 +171,30 @@ class NodeSections:
                     )
                 else:
                     addr_origin[addr] = (apath, host)
-                node = Node(hostname=host, group=name, profile=g["profile"], roles=roles, address=addr)
+                node = Node(
+                    hostname=host, group=name, profile=g["profile"], roles=roles, address=addr, platform=platform
+                )
                 self.nodes.append(node)
                 self.by_name[host] = node
-            groups.append(NodeGroup(name=name, hostlist=g["hosts"], hosts=hosts, profile=g["profile"], roles=roles))
+            groups.append(
+                NodeGroup(
+                    name=name, hostlist=g["hosts"], hosts=hosts, profile=g["profile"], roles=roles, platform=platform
+                )
+            )
         return tuple(groups)
+
+    def platform(self, path: PathKey, body: dict) -> Platform:
+        """The schema allows only supported pairs; a release written as a number (13) is the string "13"."""
+        found = platforms.find(body.get("distribution", "debian"), str(body.get("release", platforms.DEFAULT.release)))
+        if found is None:
+            self.report.error(
+                path,
+                f"podctl does not support {body.get('distribution', 'debian')} {body.get('release')}",
+                f"supported: {platforms.supported_text()} (docs/platforms.md)",
+                code="platform",
+            )
+            return platforms.DEFAULT
+        return found
 
     def group_addresses(self, path: PathKey, g: dict, hosts: tuple[str, ...]) -> list[ipaddress.IPv4Address | None]:
         if "addresses" in g:

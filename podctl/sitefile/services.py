@@ -6,6 +6,7 @@ import os.path
 import posixpath
 from pathlib import Path
 
+from .. import platforms
 from ..hostlist import fold as fold_hostlist
 from ..model import (
     VALIDATION_TOOLS_LOCAL_PATH,
@@ -179,6 +180,7 @@ class ServiceSections:
                     "or list one controller",
                     code="slurm-failover",
                 )
+        self.slurm_releases(controllers, bool(s.get("accounting", False)))
         return Slurm(
             cluster_name=s.get("cluster_name", site_name),
             controllers=controllers,
@@ -190,6 +192,40 @@ class ServiceSections:
             health_check=self.health_check(path + ("health_check",), s.get("health_check", {}), storage),
             restart_batch=s.get("restart_batch", Slurm.restart_batch),
         )
+
+    def slurm_releases(self, controllers: tuple[str, ...], accounting: bool) -> None:
+        """Slurm's version rule over the Slurm each node's OS ships (podctl.platforms): a site that
+        mixes releases across its Slurm daemons is refused where the newer or older OS is given."""
+        daemons = [platforms.SlurmDaemon(host, "slurmctld", self.by_name[host].platform.slurm) for host in controllers]
+        if accounting and controllers:
+            daemons.append(
+                platforms.SlurmDaemon(controllers[0], "slurmdbd", self.by_name[controllers[0]].platform.slurm)
+            )
+        for node in self.nodes:
+            if Role.COMPUTE in node.roles:
+                daemons.append(platforms.SlurmDaemon(node.hostname, "slurmd", node.platform.slurm))
+            elif Role.LOGIN in node.roles and node.hostname not in controllers:
+                daemons.append(platforms.SlurmDaemon(node.hostname, "commands", node.platform.slurm))
+        problems = platforms.slurm_rule_problems(daemons)
+        if not problems:
+            return
+        # The YAML path: the `os` of the first group whose release differs from the controller's.
+        primary = self.by_name[controllers[0]].platform if controllers else platforms.DEFAULT
+        path: PathKey = ("os",) if "os" in self.data else ("nodes",)
+        for i, g in enumerate(self.data["nodes"]):
+            hosts = [n for n in self.nodes if n.group == g["group"]]
+            if hosts and hosts[0].platform != primary:
+                path = ("nodes", i, "os") if "os" in g else ("os",)
+                break
+        for problem in problems:
+            self.report.error(
+                path,
+                f"Slurm's version rule: {problem}",
+                "give every node that runs Slurm the same os release (each release ships one Slurm: "
+                + ", ".join(f"{p.key} has {p.slurm}" for p in platforms.SUPPORTED)
+                + ")",
+                code="slurm-version",
+            )
 
     def health_check(self, path: PathKey, h: dict, storage: tuple[StorageMount, ...]) -> HealthCheck | None:
         if not h.get("enabled", True):

@@ -21,6 +21,7 @@ the controller; its tests share per-host fixtures and caches.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 import testinfra
 
+from podctl import platforms
 from podctl.validate.conformance.common import DEFAULT_TIME_TOLERANCE_S, ENV_TIME_TOLERANCE
 
 MUNGE_KEY = "/etc/munge/munge.key"
@@ -81,6 +83,7 @@ class Unreachable(Exception):
 _REACH: dict[str, str | None] = {}
 _MUNGE: dict[str, tuple[str | None, str | None]] = {}  # host -> (sha256, problem reaching it)
 _SINFO: dict[str, Any] = {}
+_SLURM_PACKAGES: dict[str, dict[str, str] | None] = {}  # host -> {package: version}, None unreachable
 
 
 def _name(host: Any) -> str:
@@ -327,6 +330,67 @@ def test_munge_key(node: Node, request: pytest.FixtureRequest) -> None:
             holders = sorted(h for h, s in known.items() if s == reference)
             problems.append(f"munge key differs from the one on {', '.join(holders)}")
     _fail(problems)
+
+
+@_guard
+def test_os_release(node: Node) -> None:
+    """The node runs the OS the site names for it (os, nodes[].os): the roles chose their packages
+    and Slurm's behaviour by what they found there."""
+    expected = node.vars.get("podctl_os")
+    if not expected:
+        pytest.skip("the inventory names no OS for this host")
+    result = node.sh(". /etc/os-release && printf '%s %s' \"$ID\" \"$VERSION_ID\"")
+    found = result.stdout.strip() if result.rc == 0 else ""
+    want = f"{expected['distribution']} {expected['release']}"
+    if found != want:
+        _fail([f"runs {found or 'an OS without /etc/os-release'}, but the site names {want} for it"])
+
+
+# The packages of Slurm's daemons and commands, with the daemon each one is for the version rule.
+_SLURM_DAEMON_PACKAGES = {"slurmdbd": "slurmdbd", "slurmctld": "slurmctld", "slurmd": "slurmd", "slurm-client": "commands"}
+
+
+def _slurm_packages_of(request: pytest.FixtureRequest, name: str, host: Any | None = None) -> dict[str, str] | None:
+    if name not in _SLURM_PACKAGES:
+        host = host or _other(request, name)
+        found: dict[str, str] | None = None
+        if _reach(host) is None:
+            try:
+                result = _sh(
+                    host,
+                    "dpkg-query --show --showformat='${db:Status-Abbrev} ${Package} ${Version}\\n' "
+                    + " ".join(_SLURM_DAEMON_PACKAGES),
+                )
+                found = {}
+                for line in result.stdout.splitlines():
+                    fields = line.split()
+                    if len(fields) == 3 and fields[0] == "ii":
+                        found[fields[1]] = fields[2]
+            except Unreachable:
+                found = None
+        _SLURM_PACKAGES[name] = found
+    return _SLURM_PACKAGES[name]
+
+
+@_guard
+def test_slurm_version_rule(node: Node, request: pytest.FixtureRequest) -> None:
+    """Slurm's version rule over what is installed on the pod's Slurm hosts (podctl.platforms):
+    slurmdbd >= slurmctld >= slurmd and the commands, at most two major releases apart. Each line
+    that involves this node is its finding."""
+    if not node.runs_slurm:
+        pytest.skip("not a Slurm host")
+    daemons: list[platforms.SlurmDaemon] = []
+    for name in _slurm_hosts(node):
+        installed = _slurm_packages_of(request, name, node.host if name == node.name else None) or {}
+        for package, daemon in _SLURM_DAEMON_PACKAGES.items():
+            if package in installed and (daemon != "commands" or len(installed) == 1):
+                try:
+                    version = platforms.SlurmVersion.parse(installed[package])
+                except ValueError:
+                    continue
+                daemons.append(platforms.SlurmDaemon(name, daemon, version))
+    mine = re.compile(rf"\bon {re.escape(node.name)}\b")
+    _fail([p for p in platforms.slurm_rule_problems(daemons) if mine.search(p)])
 
 
 # ---------------------------------------------------------------------------

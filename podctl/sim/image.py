@@ -381,21 +381,23 @@ def import_rootfs(podman: Podman, rootfs: Path, recipe: Recipe) -> None:
 
 
 def prune_old_images(podman: Podman, current: Iterable[Recipe]) -> list[str]:
-    """Remove the node images of older recipes of each `current` recipe's platform, once that
-    recipe's image exists; never another platform's image, nor one a container uses (even a
-    stopped one: podman would refuse too, but the sim says so itself).  Returns the removed ids."""
+    """Remove the node images of older recipes (and untagged ones of the current recipe) of each
+    `current` recipe's platform, once that recipe's image exists under a name; never another
+    platform's image, nor one a container uses (even a stopped one: podman would refuse too, but
+    the sim says so itself).  Returns the removed ids."""
     wanted = {recipe.platform: recipe.digest() for recipe in current}
     nodes = [
         row for row in podman.images(["--filter", f"label={LABEL_IMAGE}={IMAGE_KIND}"]) if _kind(row) == IMAGE_KIND
     ]
-    present = {(image_platform(row), _recipe(row)) for row in nodes}
+    present = {(image_platform(row), _recipe(row)) for row in nodes if row.get("Names")}
     in_use = {str(row.get("ImageID", "")) for row in podman.json(["ps", "-a", "--format", "json"]) or []}
     removed = []
     for row in nodes:
         platform, image_id = image_platform(row), str(row.get("Id"))
         if platform not in wanted or (platform, wanted[platform]) not in present:
             continue
-        if _recipe(row) == wanted[platform] or image_id in in_use:
+        # The current recipe's image is kept, but not the untagged one a `--force` rebuild left.
+        if (_recipe(row) == wanted[platform] and row.get("Names")) or image_id in in_use:
             continue
         if podman.run(["rmi", image_id], check=False).returncode == 0:
             removed.append(image_id)

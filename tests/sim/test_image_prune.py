@@ -105,3 +105,9 @@ def test_nothing_is_pruned_for_a_platform_whose_current_image_is_missing(tmp_pat
     )
     assert image.prune_old_images(podman, [BOOKWORM, TRIXIE]) == []
     assert _removed(tmp_path) == []
+
+
+def test_the_untagged_image_a_forced_rebuild_left_is_pruned(tmp_path):
+    left = {**_row("trixie-before", TRIXIE.digest(), "debian-13"), "Names": None}
+    podman = _fake_podman(tmp_path, [_row("trixie-now", TRIXIE.digest(), "debian-13"), left], [])
+    assert image.prune_old_images(podman, [TRIXIE]) == ["trixie-before"]

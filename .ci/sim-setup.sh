@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepare this machine for the simulated pod (podctl sim): install podman,
 # runc and debootstrap, merge the two container-engine settings that work on
-# these VMs into /etc/containers/containers.conf, and build the node image.
+# these VMs into /etc/containers/containers.conf, and build the node images
+# (one per supported Debian release: `podctl sim image` builds them all).
 #
-# Idempotent: each step checks before it changes anything, and the image
+# Idempotent: each step checks before it changes anything, and an image
 # build is skipped when an image with the same recipe hash exists.
 # Sourcing is safe too (it runs in a subshell and does not change your shell
 # options).

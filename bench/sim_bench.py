@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from podctl import state  # noqa: E402
+from podctl import platforms, state  # noqa: E402
 from podctl.sim import image  # noqa: E402
 from podctl.sim.health import ssh_answers  # noqa: E402
 from podctl.sim.podman import Podman, pod_filter  # noqa: E402
@@ -53,9 +53,9 @@ def bench_site(tmp: Path) -> Path:
 
 
 def build_times(podman: Podman, tmp: Path) -> tuple[float, float]:
-    """Cold and warm build of a throwaway recipe (same packages and files,
-    different hash) under a throwaway state dir."""
-    base = image.default_recipe()
+    """Cold and warm build of a throwaway recipe (the bench site's release: same packages and
+    files, different hash) under a throwaway state dir."""
+    base = image.recipe_for(platforms.DEFAULT)
     recipe = dataclasses.replace(base, extra={"bench": str(time.time_ns())})
     old = os.environ.get("PODCTL_STATE_DIR")
     os.environ["PODCTL_STATE_DIR"] = str(tmp / "state")
@@ -122,8 +122,9 @@ def main() -> None:
                 ("image build, rootfs cached (bake + import)", f"{warm:.1f} s"),
             ]
 
-        # The real image, so `up` below finds it cached.
-        image.ensure_image(podman, image.default_recipe(), lambda _msg: None)
+        # The real image of the bench site's release (it names none: the default), so `up` below
+        # finds it cached.
+        image.ensure_image(podman, image.recipe_for(platforms.DEFAULT), lambda _msg: None)
         site = bench_site(tmp)
         timed_cli(["sim", "down", "--pod", POD])
         ups = []

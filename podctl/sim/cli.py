@@ -18,16 +18,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from .. import state
+from .. import platforms, state
 from ..console import make_console, styled
 from ..hostlist import HostlistError, expand
 from . import fabric as fabric_mod
 from . import fault as faults_mod
 from . import pod as pod_mod
 from .errors import SimError
-from .image import default_recipe, ensure_image
+from .image import Recipe, ensure_image, find_image, recipe_for
 from .podman import Podman
 from .preflight import preflight
+from .spec import pod_spec
 
 err_console = make_console(stderr=True)
 out_console = make_console()
@@ -100,20 +101,51 @@ def sim() -> None:
     pass
 
 
+def _release_platforms(releases: tuple[str, ...]) -> tuple[platforms.Platform, ...]:
+    """The supported platforms of the `--release` values, all of them when none is given."""
+    if not releases:
+        return platforms.SUPPORTED
+    chosen = []
+    for release in releases:
+        matches = [p for p in platforms.SUPPORTED if p.release == release.strip()]
+        if not matches:
+            raise click.BadParameter(
+                f"release {release!r} has no sim node image: the supported releases are {platforms.supported_text()}",
+                param_hint="'--release'",
+            )
+        chosen += [p for p in matches if p not in chosen]
+    return tuple(chosen)
+
+
+def _build_image(podman: Podman, platform: platforms.Platform, recipe: Recipe, force: bool) -> tuple[str, bool]:
+    """Build one release's node image, showing debootstrap's progress under its name."""
+    with err_console.status(f"{platform.title}: checking for a cached node image") as status:
+        return ensure_image(podman, recipe, lambda text: status.update(Text(f"{platform.title}: {text}")), force=force)
+
+
 @sim.command("image")
+@click.option(
+    "--release",
+    "releases",
+    metavar="RELEASE",
+    multiple=True,
+    help=f"Only this Debian release's image (repeatable; default every supported one: {platforms.supported_text()}).",
+)
 @click.option("--force", is_flag=True, help="Rebuild even when an image of the current recipe exists.")
-def image_cmd(force: bool) -> None:
-    """Build the Debian 12 node image with debootstrap (cached by recipe hash)."""
+def image_cmd(releases: tuple[str, ...], force: bool) -> None:
+    """Build the node image of each supported Debian release with debootstrap (cached by recipe hash)."""
+    chosen = _release_platforms(releases)
     podman = _podman("image")
-    recipe = default_recipe()
-    started = time.monotonic()
-    with err_console.status("checking for a cached node image") as status:
-        ref, built = ensure_image(podman, recipe, lambda text: status.update(Text(text)), force=force)
-    if built:
-        err_console.print(f"built {ref} in {time.monotonic() - started:.0f} s")
-    else:
-        err_console.print(f"{ref} is up to date (recipe {recipe.digest()[:12]})")
-    click.echo(ref)
+    err_console.print(f"node images: {', '.join(p.title for p in chosen)}", highlight=False)
+    for platform in chosen:
+        recipe = recipe_for(platform)
+        started = time.monotonic()
+        ref, built = _build_image(podman, platform, recipe, force)
+        if built:
+            err_console.print(f"{platform.title}: built {ref} in {time.monotonic() - started:.0f} s", highlight=False)
+        else:
+            err_console.print(f"{platform.title}: {ref} is up to date (recipe {recipe.digest()[:12]})", highlight=False)
+        click.echo(ref)
 
 
 @sim.command("up")
@@ -128,30 +160,20 @@ def up_cmd(site_file: str, hostlist: str | None, timeout_s: float) -> None:
     """Create (or repair) one container per node and wait until sshd answers on each."""
     site = _load_site(site_file)
     podman = _podman("up")
-    recipe = default_recipe()
-
-    def image_step() -> tuple[str, bool]:
-        from .image import find_image
-
+    # The spec here only says which releases the nodes run (and refuses a site the sim cannot
+    # take before any image is built); `up` makes it again under the pod's lock.
+    wanted = pod_spec(site, site_file, hostlist, state.pod_dir(site.name) / "mounts").platforms
+    images: dict[str, str] = {}
+    for platform in wanted:
+        recipe = recipe_for(platform)
         found = find_image(podman, recipe)
-        if found:
-            return found, False
-        preflight("image")
-        with err_console.status("building the node image (once; cached afterwards)") as status:
-            return ensure_image(podman, recipe, lambda text: status.update(Text(text)))
-
-    image_ref, built = image_step()
+        if found is None:
+            preflight("image")
+            err_console.print(f"building the {platform.title} node image (once; cached afterwards)", highlight=False)
+            found, _ = _build_image(podman, platform, recipe, force=False)
+        images[platform.key] = found
     with _progress() as progress:
-        result = pod_mod.up(
-            podman,
-            site,
-            site_file,
-            hostlist,
-            timeout_s,
-            RichReporter(progress),
-            recipe=recipe,
-            ensure_image_fn=lambda: (image_ref, built),
-        )
+        result = pod_mod.up(podman, site, site_file, hostlist, timeout_s, RichReporter(progress), images=images)
     _print_up(result)
 
 
@@ -195,11 +217,12 @@ def status_cmd(pod: str | None, site: str | None) -> None:
     if not rows and network is None:
         raise SimError(f"pod {name!r} is not up (no containers or network labelled io.podctl.pod={name})")
     table = Table(title=f"pod {name}" + (f" - network {network}" if network else " - no network"), title_justify="left")
-    for column in ("node", "address", "container", "state", "systemd", "ssh", "faults"):
+    for column in ("node", "address", "platform", "container", "state", "systemd", "ssh", "faults"):
         table.add_column(column)
     for r in rows:
         ssh = "-" if r.ssh is None else ("ok" if r.ssh else styled(("no", "red")))
-        table.add_row(r.hostname, r.address, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
+        platform = r.platform or "-"
+        table.add_row(r.hostname, r.address, platform, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
     out_console.print(table)
     served = fabric_mod.running(name)
     if served is not None:

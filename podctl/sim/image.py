@@ -1,8 +1,10 @@
-"""The node image: Debian 12 from debootstrap, a few files baked in, imported
-into podman.  No registry can be reached here, so it is built locally.
+"""The node images: one per supported Debian release (podctl.platforms), from
+debootstrap, a few files baked in, imported into podman.  No registry can be
+reached here, so they are built locally.
 
-The image carries the hash of its recipe as a label; `ensure_image` builds
-only when no image with the current hash exists.  The debootstrap result is
+An image carries the hash of its recipe and the key of its platform as
+labels; `ensure_image` builds only when no image with the current hash
+exists.  The debootstrap result is
 cached as a tarball under the state dir, keyed by the debootstrap arguments
 alone, so changing a baked-in file re-imports in seconds without another
 download.
@@ -16,21 +18,23 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import state
+from ..platforms import Platform
 from .errors import SimError
-from .podman import LABEL_IMAGE, LABEL_RECIPE, Podman
+from .podman import LABEL_IMAGE, LABEL_PLATFORM, LABEL_RECIPE, Podman
 
 IMAGE_REPO = "localhost/podctl-sim-node"
 IMAGE_KIND = "sim-node"
 
 # Bump when the build procedure changes in a way the recipe data does not show.
-RECIPE_VERSION = 1
+# 2: the platform label and the platform in the tag.
+RECIPE_VERSION = 2
 
-SUITE = "bookworm"
 VARIANT = "minbase"
 MIRROR = os.environ.get("PODCTL_SIM_MIRROR", "http://deb.debian.org/debian")
 PACKAGES: tuple[str, ...] = (
@@ -49,12 +53,16 @@ PACKAGES: tuple[str, ...] = (
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 HOST_LOCAL_CAS = Path("/usr/local/share/ca-certificates")
 
-SOURCES_LIST = """\
-# Plain http: the package mirror is reachable without the TLS proxy.
-deb http://deb.debian.org/debian bookworm main
-deb http://deb.debian.org/debian bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
-"""
+
+def sources_list(codename: str) -> str:
+    """The node's apt sources: the release, its updates and its security suite."""
+    return (
+        "# Plain http: the package mirror is reachable without the TLS proxy.\n"
+        f"deb http://deb.debian.org/debian {codename} main\n"
+        f"deb http://deb.debian.org/debian {codename}-updates main\n"
+        f"deb http://deb.debian.org/debian-security {codename}-security main\n"
+    )
+
 
 PIP_CONF = """\
 # HTTPS leaves this machine through a proxy whose CA is in the system bundle
@@ -98,13 +106,18 @@ DefaultTimeoutStopSec=10s
 """
 
 # Units that make no sense in a container, or that would hold the apt lock
-# at random moments while a playbook wants it.
+# at random moments while a playbook wants it.  A unit a release lacks
+# (e2scrub_reap on trixie's minbase, which has no e2fsprogs; sshd-keygen on
+# bookworm) is masked all the same: the link to /dev/null is harmless.
 MASKED_UNITS: tuple[str, ...] = (
     "apt-daily.timer",
     "apt-daily-upgrade.timer",
     "getty@tty1.service",
     "systemd-remount-fs.service",
     "e2scrub_reap.service",
+    # trixie: `ssh-keygen -A` at first boot, RSA key included; the ssh.service
+    # drop-in makes the ed25519 and ECDSA keys instead.
+    "sshd-keygen.service",
 )
 
 REMOVED_PATHS: tuple[str, ...] = (
@@ -128,6 +141,7 @@ class BakedFile:
 
 @dataclass(frozen=True)
 class Recipe:
+    platform: str  # podctl.platforms key: debian-13
     suite: str
     variant: str
     mirror: str
@@ -155,6 +169,7 @@ class Recipe:
         """What the image depends on: debootstrap inputs plus every baked file."""
         payload = {
             "version": self.version,
+            "platform": self.platform,
             "rootfs": self.rootfs_key(),
             "files": [[f.path, f.mode, hashlib.sha256(f.content).hexdigest()] for f in self.files],
             "masked": list(self.masked_units),
@@ -165,7 +180,7 @@ class Recipe:
 
     @property
     def tag(self) -> str:
-        return f"{IMAGE_REPO}:{self.digest()[:12]}"
+        return f"{IMAGE_REPO}:{self.platform}-{self.digest()[:12]}"
 
 
 def host_ca_files(bundle: Path = HOST_CA_BUNDLE, local_dir: Path = HOST_LOCAL_CAS) -> tuple[BakedFile, ...]:
@@ -181,9 +196,10 @@ def host_ca_files(bundle: Path = HOST_CA_BUNDLE, local_dir: Path = HOST_LOCAL_CA
     return tuple(files)
 
 
-def default_recipe(ca_files: tuple[BakedFile, ...] | None = None) -> Recipe:
+def recipe_for(platform: Platform, ca_files: tuple[BakedFile, ...] | None = None) -> Recipe:
+    """The node image of one release; `ca_files` None reads the host's CAs."""
     files = (
-        BakedFile("/etc/apt/sources.list", SOURCES_LIST.encode()),
+        BakedFile("/etc/apt/sources.list", sources_list(platform.codename).encode()),
         BakedFile("/etc/pip.conf", PIP_CONF.encode()),
         BakedFile("/etc/systemd/system/ssh.service.d/podctl-host-keys.conf", SSH_HOST_KEYS_DROPIN.encode()),
         BakedFile("/etc/ssh/sshd_config.d/podctl-sim-host-keys.conf", SSHD_HOST_KEYS.encode()),
@@ -194,7 +210,8 @@ def default_recipe(ca_files: tuple[BakedFile, ...] | None = None) -> Recipe:
         *(host_ca_files() if ca_files is None else ca_files),
     )
     return Recipe(
-        suite=SUITE,
+        platform=platform.key,
+        suite=platform.codename,
         variant=VARIANT,
         mirror=MIRROR,
         packages=PACKAGES,
@@ -239,7 +256,7 @@ def ensure_image(
                 return found, False
         build_image(podman, recipe, cache, progress)
     if prune:
-        prune_old_images(podman, recipe)
+        prune_old_images(podman, [recipe])
     return recipe.tag, True
 
 
@@ -347,6 +364,8 @@ def import_rootfs(podman: Podman, rootfs: Path, recipe: Recipe) -> None:
             "--change",
             f"LABEL {LABEL_IMAGE}={IMAGE_KIND}",
             "--change",
+            f"LABEL {LABEL_PLATFORM}={recipe.platform}",
+            "--change",
             'CMD ["/sbin/init"]',
             "--change",
             "STOPSIGNAL SIGRTMIN+3",
@@ -358,18 +377,46 @@ def import_rootfs(podman: Podman, rootfs: Path, recipe: Recipe) -> None:
     assert tar.stdout is not None
     tar.stdout.close()
     if tar.wait() != 0 or imp.returncode != 0:
-        raise SimError(f"podman import of the node image failed:\n  {imp.stderr.strip()}")
+        raise SimError(f"podman import of the {recipe.platform} node image failed:\n  {imp.stderr.strip()}")
 
 
-def prune_old_images(podman: Podman, recipe: Recipe) -> None:
-    """Remove node images from older recipes that no container uses (podman
-    refuses to remove one in use; that refusal is fine)."""
-    current = recipe.digest()
-    for row in podman.images(["--filter", f"label={LABEL_IMAGE}={IMAGE_KIND}"]):
-        labels = row.get("Labels") or {}
-        if labels.get(LABEL_IMAGE) != IMAGE_KIND or labels.get(LABEL_RECIPE) == current:
+def prune_old_images(podman: Podman, current: Iterable[Recipe]) -> list[str]:
+    """Remove the node images of older recipes (and untagged ones of the current recipe) of each
+    `current` recipe's platform, once that recipe's image exists under a name; never another
+    platform's image, nor one a container uses (even a stopped one: podman would refuse too, but
+    the sim says so itself).  Returns the removed ids."""
+    wanted = {recipe.platform: recipe.digest() for recipe in current}
+    nodes = [
+        row for row in podman.images(["--filter", f"label={LABEL_IMAGE}={IMAGE_KIND}"]) if _kind(row) == IMAGE_KIND
+    ]
+    present = {(image_platform(row), _recipe(row)) for row in nodes if row.get("Names")}
+    in_use = {str(row.get("ImageID", "")) for row in podman.json(["ps", "-a", "--format", "json"]) or []}
+    removed = []
+    for row in nodes:
+        platform, image_id = image_platform(row), str(row.get("Id"))
+        if platform not in wanted or (platform, wanted[platform]) not in present:
             continue
-        podman.run(["rmi", str(row.get("Id"))], check=False)
+        # The current recipe's image is kept, but not the untagged one a `--force` rebuild left.
+        if (_recipe(row) == wanted[platform] and row.get("Names")) or image_id in in_use:
+            continue
+        if podman.run(["rmi", image_id], check=False).returncode == 0:
+            removed.append(image_id)
+    return removed
+
+
+def _kind(row: dict[str, Any]) -> str:
+    return str((row.get("Labels") or {}).get(LABEL_IMAGE, ""))
+
+
+def _recipe(row: dict[str, Any]) -> str:
+    return str((row.get("Labels") or {}).get(LABEL_RECIPE, ""))
+
+
+def image_platform(row: dict[str, Any]) -> str:
+    """The platform key an image is labelled with; "" for one without the label.  Those (from
+    before one image per release, or from another checkout's older podctl on the same host) are
+    never pruned: nothing tells which release they hold."""
+    return str((row.get("Labels") or {}).get(LABEL_PLATFORM) or "")
 
 
 def _run(cmd: list[str], what: str) -> None:

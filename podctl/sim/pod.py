@@ -12,22 +12,23 @@ import ipaddress
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from podctl.model import Site
 
-from .. import state
+from .. import platforms, state
 from ..fsio import atomic_write
 from . import fabric as fabric_mod
 from . import health
 from .errors import SimError
 from .health import Deadline
-from .image import Recipe, default_recipe, ensure_image, prune_old_images
+from .image import ensure_image, prune_old_images, recipe_for
 from .podman import (
     LABEL_ADDRESS,
+    LABEL_PLATFORM,
     LABEL_POD,
     LABEL_SPEC,
     ContainerInfo,
@@ -64,8 +65,7 @@ class UpResult:
     spec: PodSpec
     key: Path
     ssh_config: Path
-    image: str
-    image_built: bool
+    images: dict[str, str]  # platform key (debian-13) -> the node image its nodes started from
     nodes: list[NodeResult]
     removed: list[str]
     seconds: float
@@ -189,7 +189,7 @@ def _bring_up_node(
     podman: Podman,
     spec: PodSpec,
     node: NodeSpec,
-    image: str,
+    images: Mapping[str, str],
     key: Path,
     current: ContainerInfo | None,
     deadline: Deadline,
@@ -197,7 +197,7 @@ def _bring_up_node(
 ) -> NodeResult:
     result = NodeResult(node.hostname, str(node.address), node.container)
     public_key = key.with_suffix(".pub").read_text()
-    args = create_args(spec, node, image, public_key)
+    args = create_args(spec, node, images[node.platform.key], public_key)
 
     if current is not None and current.running and current.labels.get(LABEL_SPEC) == spec_label(args):
         if _node_is_healthy(podman, key, node, result):
@@ -247,17 +247,18 @@ def up(
     hostlist: str | None,
     timeout_s: float,
     reporter: Reporter,
-    recipe: Recipe | None = None,
-    ensure_image_fn: Callable[[], tuple[str, bool]] | None = None,
+    images: Mapping[str, str] | None = None,
 ) -> UpResult:
+    """`images` maps a platform key to its node image (the CLI finds or builds them first, with
+    its own progress); the image of any platform the nodes need that it lacks is found or built
+    here."""
     started = time.monotonic()
-    recipe = recipe or default_recipe()
     spec = pod_spec(site, site_path, hostlist, state.pod_dir(site.name) / "mounts")
     with state.locked(state.pod_dir(spec.pod) / ".lock"):
-        if ensure_image_fn is not None:
-            image, built = ensure_image_fn()
-        else:
-            image, built = ensure_image(podman, recipe, reporter.message)
+        images = dict(images or {})
+        for platform in spec.platforms:
+            if platform.key not in images:
+                images[platform.key], _ = ensure_image(podman, recipe_for(platform), reporter.message)
         key = ensure_ssh_key(spec.pod)
         for mount in spec.mounts:
             mount.host_dir.mkdir(parents=True, exist_ok=True)
@@ -281,7 +282,9 @@ def up(
         deadline = Deadline.after(timeout_s)
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(spec.nodes)))) as pool:
             futures = [
-                pool.submit(_bring_up_node, podman, spec, node, image, key, ours.get(node.hostname), deadline, reporter)
+                pool.submit(
+                    _bring_up_node, podman, spec, node, images, key, ours.get(node.hostname), deadline, reporter
+                )
                 for node in spec.nodes
             ]
             results = [f.result() for f in futures]
@@ -319,8 +322,7 @@ def up(
         spec=spec,
         key=key,
         ssh_config=config,
-        image=image,
-        image_built=built,
+        images=images,
         nodes=results,
         removed=removed,
         seconds=time.monotonic() - started,
@@ -399,6 +401,7 @@ class NodeStatus:
     hostname: str
     container: str
     address: str
+    platform: str  # the platforms key its container was made for; "" for one made before
     state: str
     systemd: str
     ssh: bool | None
@@ -420,7 +423,8 @@ def status(podman: Podman, pod: str) -> tuple[list[NodeStatus], str | None]:
         ssh: bool | None = None
         if c.running and key.exists():
             ssh, _ = health.ssh_answers(key, address, connect_timeout=2)
-        return NodeStatus(c.node, c.name, address, c.state, systemd, ssh, dict(faults.get(c.node, {})))
+        platform = c.labels.get(LABEL_PLATFORM, "")
+        return NodeStatus(c.node, c.name, address, platform, c.state, systemd, ssh, dict(faults.get(c.node, {})))
 
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(containers)))) as pool:
         rows = list(pool.map(one, containers))
@@ -443,7 +447,7 @@ def down(podman: Podman, pod: str, purge: bool) -> tuple[list[str], bool]:
         state.known_hosts_path(pod).unlink(missing_ok=True)
     # Images of older recipes that were in use when the current one was built
     # can go now (podman refuses while another pod still uses one).
-    prune_old_images(podman, default_recipe())
+    prune_old_images(podman, [recipe_for(platform) for platform in platforms.SUPPORTED])
     if purge:
         shutil.rmtree(state.pod_dir(pod), ignore_errors=True)
     return removed, network_removed

@@ -23,6 +23,7 @@ LABEL_ADDRESS = "io.podctl.address"
 LABEL_SPEC = "io.podctl.spec"
 LABEL_RECIPE = "io.podctl.recipe"
 LABEL_IMAGE = "io.podctl.image"
+LABEL_PLATFORM = "io.podctl.platform"  # a node image's and a node's OS: podctl.platforms key, debian-13
 
 
 def container_name(pod: str, hostname: str) -> str:

@@ -17,11 +17,13 @@ from pathlib import Path
 from podctl.hostlist import HostlistError, expand
 from podctl.hostlist import fold as fold_hostlist
 from podctl.model import Site
+from podctl.platforms import Platform
 
 from .errors import SimError
 from .podman import (
     LABEL_ADDRESS,
     LABEL_NODE,
+    LABEL_PLATFORM,
     LABEL_POD,
     LABEL_SITE,
     LABEL_SPEC,
@@ -57,6 +59,7 @@ class NodeSpec:
     hostname: str
     address: ipaddress.IPv4Address
     container: str
+    platform: Platform  # which node image it starts from
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,11 @@ class PodSpec:
     @property
     def labels(self) -> dict[str, str]:
         return {LABEL_POD: self.pod, LABEL_SITE: self.site_path}
+
+    @property
+    def platforms(self) -> tuple[Platform, ...]:
+        """The releases of the nodes to bring up, each once, in site order: the images they need."""
+        return tuple(dict.fromkeys(n.platform for n in self.nodes))
 
 
 def validate_pod_name(name: str) -> str:
@@ -124,7 +132,7 @@ def pod_spec(site: Site, site_path: str | Path, hostlist: str | None, mounts_roo
                 f"{node.hostname}: address {node.address} is the management gateway, which the sim gives "
                 "to the host side of the pod's bridge"
             )
-        all_nodes.append(NodeSpec(node.hostname, node.address, container_name(pod, node.hostname)))
+        all_nodes.append(NodeSpec(node.hostname, node.address, container_name(pod, node.hostname), node.platform))
     if problems:
         raise SimError(f"site {site.name!r} cannot be simulated:\n  " + "\n  ".join(problems))
     by_name = {n.hostname: n for n in all_nodes}
@@ -189,7 +197,7 @@ def hosts_file(spec: PodSpec) -> str:
 def create_args(spec: PodSpec, node: NodeSpec, image: str, public_key: str) -> list[str]:
     """`podman create` arguments for one node; the last label is a hash of the
     others (but the site file's path) and the pod key, so `up` can tell a
-    container made from an older image, address or key from a current one."""
+    container made from an older image, platform, address or key from a current one."""
     args = [
         "create",
         "--name",
@@ -206,7 +214,8 @@ def create_args(spec: PodSpec, node: NodeSpec, image: str, public_key: str) -> l
         "--stop-timeout",
         "5",
     ]
-    for key, value in {**spec.labels, LABEL_NODE: node.hostname, LABEL_ADDRESS: str(node.address)}.items():
+    node_labels = {LABEL_NODE: node.hostname, LABEL_ADDRESS: str(node.address), LABEL_PLATFORM: node.platform.key}
+    for key, value in {**spec.labels, **node_labels}.items():
         args += ["--label", f"{key}={value}"]
     for cap in EXTRA_CAPABILITIES:
         args += ["--cap-add", cap]

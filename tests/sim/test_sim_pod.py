@@ -278,7 +278,9 @@ def test_a_second_pod_coexists_and_foreign_containers_are_left_alone(bare_pod: S
     podman = bare_pod.podman
 
     # A container that merely has podctl's name, without the label, is not ours.
-    podman.run(["create", "--name", "podctl-simtwo-node01", bare_pod.up.image, "true"])
+    podman.run(
+        ["create", "--name", "podctl-simtwo-node01", bare_pod.up.images[two.node("node01").platform.key], "true"]
+    )
     try:
         with pytest.raises(SimError, match="not labelled io.podctl.pod=simtwo"):
             pod.up(podman, two, site_file, "node01", timeout_s=60, reporter=pod.Reporter())

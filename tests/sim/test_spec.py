@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from podctl import platforms
 from podctl.sim import spec as sp
 from podctl.sim.errors import SimError
 from podctl.site import load_site
@@ -85,6 +86,7 @@ def test_create_args(pod, tmp_path):
         "--label io.podctl.pod=sim",
         "--label io.podctl.node=node01",
         "--label io.podctl.address=10.89.0.11",
+        "--label io.podctl.platform=debian-13",
         f"--volume {tmp_path / 'mounts' / 'home'}:/home/shared:rw",
         f"--volume {tmp_path / 'mounts' / 'scratch'}:/scratch:rw",
         "--no-hosts",
@@ -105,6 +107,27 @@ def test_spec_label_changes_with_key_image_and_site(pod, site, tmp_path):
     assert base != sp.spec_label(sp.create_args(pod, node, "img:a", "key2"))
     moved = dataclasses.replace(pod, domain="other.internal")
     assert base != sp.spec_label(sp.create_args(moved, node, "img:a", "key1"))
+
+
+def test_a_changed_platform_is_a_changed_container(pod):
+    # Even from the same image reference (a retagged image is used by id), the node's release is
+    # part of its spec: `up` after a group's os changes recreates its nodes.
+    node = pod.nodes[1]
+    older = dataclasses.replace(node, platform=platforms.by_key("debian-12"))
+    assert sp.spec_label(sp.create_args(pod, node, "img", "k")) != sp.spec_label(sp.create_args(pod, older, "img", "k"))
+    assert "io.podctl.platform=debian-12" in sp.create_args(pod, older, "img", "k")
+
+
+def test_the_pod_needs_the_images_of_its_chosen_nodes_releases(site, tmp_path):
+    # (check refuses such a site for Slurm's version rule; the sim itself does not mind.)
+    bookworm = platforms.by_key("debian-12")
+    nodes = tuple(dataclasses.replace(n, platform=bookworm) if n.hostname == "node01" else n for n in site.nodes)
+    mixed = dataclasses.replace(site, nodes=nodes)
+    whole = sp.pod_spec(mixed, SIM_SITE, None, tmp_path)
+    assert [p.key for p in whole.platforms] == ["debian-13", "debian-12"]
+    assert {n.hostname: n.platform.key for n in whole.nodes}["node01"] == "debian-12"
+    assert [p.key for p in sp.pod_spec(mixed, SIM_SITE, "head01", tmp_path).platforms] == ["debian-13"]
+    assert [p.key for p in sp.pod_spec(site, SIM_SITE, None, tmp_path).platforms] == ["debian-13"]
 
 
 def test_a_node_added_to_the_site_elsewhere_keeps_every_running_node(site, tmp_path):

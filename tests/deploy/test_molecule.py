@@ -29,7 +29,11 @@ def sim_image() -> str:
     if os.geteuid() != 0 or shutil.which("podman") is None:
         cannot_run_here("Molecule's podman driver needs root and podman here")
     proc = subprocess.run(
-        [sys.executable, "-m", "podctl.cli", "sim", "image"], capture_output=True, text=True, timeout=900, check=False
+        [sys.executable, "-m", "podctl.cli", "sim", "image", "--release", "13"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().splitlines()[-1]

@@ -3,7 +3,8 @@
 # them the files (tests/deploy/test_real_consumers.py): Debian's Slurm 22.05 daemons and munge
 # (libpmix-dev: the daemons load the PMIx plugin at start), promtool and amtool, and chromium,
 # the real browser the report test opens report.html in, and nft, which loads the exporters' firewall
-# rules (in a network namespace of its own). Idempotent.
+# rules (in a network namespace of its own); and Debian 13's Slurm 24.11 daemons, promtool and
+# amtool, in an image of their own (.ci/consumers-image.sh: podman, debootstrap). Idempotent.
 # Nothing is started: those tests run the daemons in sandboxes of their own.
 set -euo pipefail
 if [[ "$(id -u)" != 0 ]]; then
@@ -11,4 +12,6 @@ if [[ "$(id -u)" != 0 ]]; then
     exit 1
 fi
 bash "$(dirname "$0")/apt-install.sh" consumers-setup \
-    slurmctld slurmd slurm-client munge libpmix-dev prometheus prometheus-alertmanager util-linux iproute2 nftables chromium
+    slurmctld slurmd slurm-client munge libpmix-dev prometheus prometheus-alertmanager util-linux iproute2 nftables chromium \
+    podman runc debootstrap debian-archive-keyring
+bash "$(dirname "$0")/consumers-image.sh"

@@ -20,6 +20,7 @@ from types import ModuleType
 import yaml
 
 from podctl.assets import roles_dir
+from podctl.site import load_site
 
 BIN = Path(sys.executable).parent
 
@@ -37,8 +38,16 @@ def render_templates(
     templates: Mapping[str, str],
     tmp: Path,
     overrides: Mapping[str, object] | None = None,
+    slurm_version: str | None = None,
 ) -> dict[str, str]:
-    """{file name: text} of the role's `templates` ({file name: template}) rendered for `host` of `site`."""
+    """{file name: text} of the role's `templates` ({file name: template}) rendered for `host` of `site`.
+
+    `slurm_version` ("22.05", "24.11"): the Slurm major release the host runs, which the slurm role
+    reads from the node's installed Slurm (`_podctl_slurm_version`); by default that of the OS the
+    site gives the host (podctl.platforms).
+    """
+    if slurm_version is None:
+        slurm_version = str(load_site(site).node(host).platform.slurm)
     role_dir = roles_dir() / role
     inventory = inventory_of(site, tmp / "inventory")
     out = tmp / f"rendered-{role}-{host}"
@@ -71,7 +80,15 @@ def render_templates(
     )
     # Extra vars: the role's defaults are loaded as vars_files here, which would outrank play vars.
     extra = tmp / f"extra-{role}-{host}.json"
-    extra.write_text(json.dumps({**(overrides or {}), "_podctl_test_templates": dict(templates)}))
+    extra.write_text(
+        json.dumps(
+            {
+                "_podctl_slurm_version": slurm_version,
+                **(overrides or {}),
+                "_podctl_test_templates": dict(templates),
+            }
+        )
+    )
     env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
     proc = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra}", str(playbook)],

@@ -3,10 +3,14 @@
 For every example site, the slurm and monitoring roles' templates are
 rendered for the site's controller and Prometheus host (tests/roles.py), then:
 
-- Debian's slurmctld 22.05 starts on them in a sandbox of its own (`unshare`:
-  its own hostname, network and mounts; the files bound over /etc/slurm, a
-  munged of its own, the site's hosts resolving to the sandbox's address),
-  and for the sim site a slurmd registers node01 with it. Any error, warning
+- for each Slurm generation podctl deploys (podctl.platforms: Debian 12's
+  22.05, Debian 13's 24.11), the files rendered for it, and that generation's
+  slurmctld starts on them in a sandbox of its own (its own hostname, network
+  and mounts; the files bound over /etc/slurm, a munged of its own, the
+  site's hosts resolving to the sandbox's address), and for the sim site a
+  slurmd registers node01 with it. Debian 12's daemons run on this machine
+  (`unshare`), Debian 13's in a trixie image (podman; .ci/consumers-image.sh
+  builds it: they need a newer glibc than Debian 12's). Any error, warning
   or fatal line either logs fails the test. The one change to the rendered
   files: accounting is off, because the sandbox has no slurmdbd (the sim pod
   test below runs the real one);
@@ -26,7 +30,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from podctl import platforms
+from podctl.assets import roles_dir
 from podctl.model import Role
 from podctl.nodehealth import GATE_PROGRAM, GATE_PROLOG
 from podctl.site import load_site
@@ -55,6 +62,12 @@ MONITORING_FILES = {
 # The login's two users, with throwaway passwords (the role generates random ones).
 LOGIN_PASSWORDS = {"podctl": "operator-password-for-the-sandbox", "prometheus": "prometheus-own-password-sandbox"}
 SANDBOX_ADDRESS = "10.255.0.1"
+# The Slurm generations the daemons are tested at, and where each one's daemons run: this
+# machine's own (CI's host is Debian 12: .ci/run) or the image of the platform's release.
+HOST_PLATFORM = platforms.by_key("debian-12")
+SLURM_GENERATIONS = {str(p.slurm): p for p in platforms.SUPPORTED}
+PROMETHEUS_GENERATIONS = {p.prometheus: p for p in platforms.SUPPORTED}
+SELECT_TYPES = yaml.safe_load((roles_dir() / "slurm" / "vars" / "main.yml").read_text())["_podctl_slurm_select_types"]
 # What a log line that needs a look starts with, after its timestamp.
 COMPLAINTS = ("error:", "fatal:", "warning:", "WARNING:")
 # Lines that are no complaint about the configuration, each with why.
@@ -114,16 +127,75 @@ sleep 2
 cat /var/log/slurm/slurmctld.log > "$WORK/slurmctld.log" 2>/dev/null || true
 cat /var/log/slurm/slurmd.log > "$WORK/slurmd.log" 2>/dev/null || true
 kill $(jobs -p) 2>/dev/null || true
+# munged forked away from the script's jobs: it would outlive the sandbox.
+kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
 """.replace("{address}", SANDBOX_ADDRESS)
 
 
+def _consumers_image() -> str:
+    """The image of Debian 13's consumers, built by .ci/consumers-image.sh (which names it)."""
+    _need("podman")
+    image = subprocess.run(
+        ["bash", str(REPO / ".ci" / "consumers-image.sh"), "--tag"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
+        pytest.fail(f"{image} not built: make test builds it (.ci/consumers-setup.sh)")
+    return image
+
+
+def _sandbox(
+    platform: platforms.Platform, script: str, namespaces: list[str], env: dict[str, str], tmp_path: Path
+) -> list[str]:
+    """The command that runs the shell `script` (in `env`, with `tmp_path`) with `platform`'s
+    programs: this machine's own in the `unshare` `namespaces`, another release's in a container
+    of its own namespaces, set up as unshare's (privileged: the script names the host, adds an
+    address, mounts); the checkout is there too (the health gate runs from it)."""
+    if platform == HOST_PLATFORM:
+        _need("unshare")
+        return ["unshare", *namespaces, "--fork", "sh", "-c", script]
+    return [
+        "podman", "run", "--rm", "--privileged", "--network=none",
+        f"--volume={tmp_path}:{tmp_path}", f"--volume={REPO}:{REPO}:ro",
+        *(f"--env={key}={value}" for key, value in env.items()),
+        _consumers_image(), "sh", "-c", script,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("generation", sorted(SLURM_GENERATIONS))
 @pytest.mark.parametrize("name", sorted(SITES))
-def test_slurm_daemons_start_on_the_rendered_config_without_a_complaint(name: str, tmp_path: Path) -> None:
-    _need("slurmctld", "slurmd", "munged", "unshare", "scontrol")
+def test_slurm_daemons_start_on_the_rendered_config_without_a_complaint(
+    name: str, generation: str, tmp_path: Path
+) -> None:
+    _start_slurm_daemons(name, generation, tmp_path)
+
+
+# The role's other choices of SelectType (the sites above choose cons_tres): the lines each
+# generation gets for them start its slurmctld too.
+@pytest.mark.parametrize("generation", sorted(SLURM_GENERATIONS))
+@pytest.mark.parametrize("select_type", [t for t in SELECT_TYPES if t != "select/cons_tres"])
+def test_slurm_daemons_start_with_each_select_type(select_type: str, generation: str, tmp_path: Path) -> None:
+    conf = _start_slurm_daemons("custom-profile", generation, tmp_path, {"podctl_slurm_select_type": select_type})
+    lines = conf.splitlines()
+    version = platforms.SlurmVersion.parse(generation)
+    # Removed in 23.11: its successor. Since 24.05 linear refuses topology/tree: none.
+    renamed = select_type == "select/cons_res" and version >= platforms.SlurmVersion(23, 11)
+    assert f"SelectType={'select/cons_tres' if renamed else select_type}" in lines
+    flat = select_type == "select/linear" and version >= platforms.SlurmVersion(24, 5)
+    assert f"TopologyPlugin=topology/{'default' if flat else 'tree'}" in lines
+
+
+def _start_slurm_daemons(name: str, generation: str, tmp_path: Path, overrides: dict[str, object] | None = None) -> str:
+    """Start `generation`'s slurmctld (and the sim's slurmd) on the files rendered for the site
+    `name` (with the role's inputs `overrides`), fail on any complaint they log; the slurm.conf."""
+    platform = SLURM_GENERATIONS[generation]
+    if platform == HOST_PLATFORM:
+        _need("slurmctld", "slurmd", "munged", "scontrol")
     site = load_site(SITES[name])
     assert site.slurm is not None
     controller = site.slurm.controllers[0]
-    files = render_templates(SITES[name], "slurm", controller, SLURM_FILES, tmp_path)
+    files = render_templates(
+        SITES[name], "slurm", controller, SLURM_FILES, tmp_path, overrides, slurm_version=generation
+    )
     conf = files["slurm.conf"]
     for line in ("CredType=cred/munge", "MailProg=/bin/true"):
         assert line in conf.splitlines()
@@ -174,7 +246,7 @@ def test_slurm_daemons_start_on_the_rendered_config_without_a_complaint(name: st
         "NODE": compute if emulated else "",
     }
     proc = subprocess.run(
-        ["unshare", "-u", "-n", "-m", "--fork", "sh", "-c", SANDBOX],
+        _sandbox(platform, SANDBOX, ["-u", "-n", "-m"], env, tmp_path),
         env=env,
         capture_output=True,
         text=True,
@@ -183,7 +255,10 @@ def test_slurm_daemons_start_on_the_rendered_config_without_a_complaint(name: st
     )
     ctld = (tmp_path / "slurmctld.log").read_text() if (tmp_path / "slurmctld.log").exists() else ""
     out = (tmp_path / "slurmctld.out").read_text() if (tmp_path / "slurmctld.out").exists() else ""
-    assert "slurmctld version" in ctld, f"slurmctld did not start:\n{proc.stderr[-2000:]}\n{out[-3000:]}"
+    # The generation asked for is the one that ran ("slurmctld version 24.11.5 started ...").
+    assert f"slurmctld version {generation}." in ctld, (
+        f"slurmctld {generation} did not start:\n{proc.stderr[-2000:]}\n{out[-3000:]}\n{ctld[-2000:]}"
+    )
     problems = complaints(ctld) + complaints(out)
     if emulated:
         slurmd = (tmp_path / "slurmd.log").read_text()
@@ -194,6 +269,7 @@ def test_slurm_daemons_start_on_the_rendered_config_without_a_complaint(name: st
             record = json.loads((tmp_path / "gate-state" / "last.json").read_text())
             assert record["status"] == "pass", record
     assert not problems, "\n".join(problems[:40])
+    return conf
 
 
 def _monitoring_etc(
@@ -223,20 +299,31 @@ def _monitoring_etc(
     return etc, files
 
 
+@pytest.mark.parametrize("prometheus", sorted(PROMETHEUS_GENERATIONS))
 @pytest.mark.parametrize("name", sorted(n for n, p in SITES.items() if load_site(p).monitoring))
-def test_monitoring_config_passes_promtool_and_amtool(name: str, tmp_path: Path) -> None:
-    _need("promtool", "amtool", "unshare")
+def test_monitoring_config_passes_promtool_and_amtool(name: str, prometheus: str, tmp_path: Path) -> None:
+    platform = PROMETHEUS_GENERATIONS[prometheus]
+    if platform == HOST_PLATFORM:
+        _need("promtool", "amtool")
     etc, _ = _monitoring_etc(name, tmp_path)
     script = (
-        f"mount --bind {etc} /etc/prometheus && promtool check config /etc/prometheus/prometheus.yml && "
+        f"promtool --version && mount --bind {etc} /etc/prometheus && "
+        "promtool check config /etc/prometheus/prometheus.yml && "
         "promtool check rules /etc/prometheus/podctl.rules.yml && "
         "promtool check web-config /etc/prometheus/podctl-web.yml && "
         "amtool check-config /etc/prometheus/alertmanager.yml"
     )
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     proc = subprocess.run(
-        ["unshare", "-m", "--fork", "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False
+        _sandbox(platform, script, ["-m"], env, tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"promtool, version {prometheus}." in proc.stdout, proc.stdout[:300]
     assert "SUCCESS" in proc.stdout + proc.stderr
     assert not [line for line in (proc.stdout + proc.stderr).splitlines() if "WARNING" in line.upper()]
 

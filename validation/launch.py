@@ -120,6 +120,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _store_options(dist: Any) -> str:
+    """The rendezvous URL's options for this torch: from 2.4 on its TCPStore runs on libuv unless
+    told otherwise, and a build without libuv (Debian 13's python3-torch 2.6) then refuses to make
+    one ("use_libuv was requested but PyTorch was build without libuv support"). A store on
+    loopback, on a port the kernel picks, tells which; every rank asks the same of the same build."""
+    try:
+        probe = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=True, wait_for_workers=False)
+    except RuntimeError as exc:
+        if "libuv" in str(exc):
+            return "?use_libuv=0"
+        raise
+    except TypeError:  # a torch older than the option: no libuv to ask for
+        return ""
+    del probe
+    return ""
+
+
 def init_process_group(env: DistEnv, backend: str, timeout_s: float) -> None:
     import torch
     import torch.distributed as dist
@@ -131,7 +148,7 @@ def init_process_group(env: DistEnv, backend: str, timeout_s: float) -> None:
         kwargs["device_id"] = torch.device("cuda", env.local_rank)
     dist.init_process_group(
         backend=backend,
-        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        init_method=f"tcp://{env.master_addr}:{env.master_port}{_store_options(dist)}",
         rank=env.rank,
         world_size=env.world_size,
         timeout=timedelta(seconds=timeout_s),
@@ -140,6 +157,10 @@ def init_process_group(env: DistEnv, backend: str, timeout_s: float) -> None:
 
 
 Worker = Callable[[DistEnv, argparse.Namespace], "dict[str, Any] | None"]
+
+
+# Seconds the other local ranks get to answer once rank 0 has (spawn_local).
+STRAGGLER_GRACE_S = 30.0
 
 
 def _child(local_rank: int, nprocs: int, port: int, worker: Worker, args: argparse.Namespace, results: Any) -> None:
@@ -174,11 +195,20 @@ def spawn_local(check: str, nprocs: int, worker: Worker, args: argparse.Namespac
         p.start()
     collected: dict[int, Any] = {}
     deadline = time.monotonic() + timeout_s
-    # Wait for every rank's answer, or for a rank to die without one.
+    rank0_at: float | None = None
+    # Wait for every rank's answer, or for a rank to die without one. Rank 0's envelope holds the
+    # whole result (every rank's figures, checked across ranks); a rank that has not answered
+    # STRAGGLER_GRACE_S after it is stuck in its teardown (seen once with Debian 13's torch 2.6:
+    # a gloo rank waiting on a futex after the last collective had completed on both) and is
+    # stopped below rather than holding the check until its timeout.
     while len(collected) < nprocs and time.monotonic() < deadline:
+        if rank0_at is not None and time.monotonic() - rank0_at > STRAGGLER_GRACE_S:
+            break
         try:
             rank, payload = results.get(timeout=1.0)
             collected[rank] = payload
+            if rank == 0:
+                rank0_at = time.monotonic()
         except queue_module.Empty:
             dead = [r for r, p in enumerate(procs) if p.exitcode is not None and r not in collected]
             if dead:
@@ -211,7 +241,11 @@ def spawn_local(check: str, nprocs: int, worker: Worker, args: argparse.Namespac
         return error_envelope(
             check, f"ranks {missing} reported nothing within {timeout_s:g} s", {"exit_codes": exit_codes}
         )
-    envelope.setdefault("details", {})["launch"] = {"mode": "local-procs", "exit_codes": exit_codes}
+    launch = {"mode": "local-procs", "exit_codes": exit_codes}
+    stragglers = sorted(set(range(nprocs)) - set(collected))
+    if stragglers:
+        launch["stopped_after_rank_0"] = stragglers
+    envelope.setdefault("details", {})["launch"] = launch
     return envelope
 
 

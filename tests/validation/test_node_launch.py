@@ -80,3 +80,32 @@ def test_a_check_process_ends_with_its_result_and_skips_finalization() -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (3, '{"status": "pass"}', "progress")
+
+
+def _rank_1_never_returns(env, args):  # spawned: a module-level function
+    import time
+
+    if env.rank == 0:
+        return {"check": "stuck", "status": "pass", "measurements": [], "findings": [], "details": {}}
+    time.sleep(3600)
+    return None
+
+
+def test_a_local_rank_stuck_after_rank_0_answered_is_stopped_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0's envelope is the result; a rank stuck in its teardown does not hold the check until
+    its timeout, and the envelope says which rank was stopped."""
+    import argparse
+    import time
+
+    import validation.launch as launch
+
+    monkeypatch.setattr(launch, "STRAGGLER_GRACE_S", 2.0)
+    started = time.monotonic()
+    envelope = launch.spawn_local("stuck", 2, _rank_1_never_returns, argparse.Namespace(), timeout_s=300)
+    assert time.monotonic() - started < 120
+    assert envelope["status"] == "pass"
+    assert envelope["details"]["launch"]["stopped_after_rank_0"] == [1]
+    assert (
+        envelope["details"]["launch"]["exit_codes"][1] is not None
+        and envelope["details"]["launch"]["exit_codes"][1] < 0
+    )

@@ -73,11 +73,14 @@ def sim_pod(sim_nodes: object) -> object:
     return pod
 
 
-# The order the tests that share the sim pod run in: the sim itself on the bare containers,
+# The order the tests that share the sim pod run in: first the previous release's pod of its own,
+# then the sim itself on the bare containers,
 # then the deploy tests (its first deploy and a no-change re-run, judged before anything else
 # changes the pod), then certification and its faults, then day 2, then the rest in collection
 # order. make test runs them in one process (.ci/test-parts).
 SIM_ORDER = (
+    # A pod of its own (Debian 12), up and down before the shared pod comes up.
+    "tests/platforms/test_previous_release_sim.py",
     "tests/sim/test_sim_pod.py",
     "tests/deploy/test_deploy_sim.py",
     "tests/validate/test_validate_sim.py",

@@ -19,7 +19,7 @@ import pytest
 from podctl.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, site_nodes
 from podctl.site import load_site
 from podctl.state import private_key_for
-from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, podctl
+from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, certify, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]
 
@@ -36,54 +36,13 @@ def failing(data: dict) -> set[str]:
     return set(data["failures"])
 
 
-def _certify(pod: Pod, runs: int) -> None:
-    """`runs` full validates in a row, each CERTIFIED with every suite run and every node judged on
-    its figures, and every job podctl ran COMPLETED 0:0 in Slurm's accounting."""
-    since = pod.sh("head01", "date +%Y-%m-%dT%H:%M:%S").stdout.strip()
-    for attempt in range(1, runs + 1):
-        rc, data, out = pod.validate(f"healthy-{attempt}")
-        assert rc == 0 and data["verdict"] == "CERTIFIED", f"run {attempt}: {data['failures']}\n{out[-3000:]}"
-        assert "CERTIFIED" in out and "report.html" in out
-        # Every suite ran and every node was judged on its figures.
-        checks = {(r["check"], r["scope"]) for r in data["runs"]}
-        assert {
-            ("conformance", "node"),
-            ("health", "node"),
-            ("burnin", "node"),
-            ("collectives", "node"),
-            ("collectives", "pair"),
-            ("collectives", "pod"),
-            ("smoke", "pod"),
-        } <= checks
-        judged = {(v["node"], v["figure"]) for v in data["verdicts"]}
-        for node in ("node01", "node02", "node03"):
-            for figure in (
-                "gemm_fp32_gflops",
-                "memory_bandwidth",
-                "allreduce_busbw_cpu",
-                "allreduce_busbw_multinode_cpu",
-                "smoke_tflops_per_node",
-            ):
-                assert (node, figure) in judged
-    html = (pod.base / f"healthy-{runs}" / "report.html").read_text()
-    assert "Pairwise bus bandwidth" in html and "<svg" in html
-    assert (pod.base / f"healthy-{runs}" / "junit.xml").is_file()
-    # podctl's own jobs end clean in Slurm's accounting too: an operator reads sacct, not the report.
-    fields = "JobID,JobName,State,ExitCode,DerivedExitCode,NodeList"
-    lines = pod.sh("head01", f"sacct -a -X -n -P -S {since} -o {fields}").stdout.splitlines()
-    ours = [line.split("|") for line in lines if line.split("|")[1:2] and line.split("|")[1].startswith("podctl-")]
-    assert {job[1].split("-")[1] for job in ours} >= {"collectives", "smoke"}, lines
-    unclean = [job for job in ours if job[2] != "COMPLETED" or job[3] != "0:0"]
-    assert not unclean, f"{len(unclean)} of {len(ours)} podctl jobs did not end clean ({fields}): {unclean}"
-
-
 def test_a_healthy_pod_is_certified(pod: Pod) -> None:
-    _certify(pod, 1)
+    certify(pod, 1)
 
 
 @pytest.mark.long  # three full validates (about 11 min on the 4-node sim pod): make test-long
 def test_a_healthy_pod_is_certified_three_times_in_a_row(pod: Pod) -> None:
-    _certify(pod, 3)
+    certify(pod, 3)
 
 
 def test_many_commands_at_once_on_one_host_all_run_under_sshds_default_limits(pod: Pod) -> None:

@@ -1,0 +1,52 @@
+"""The previous release, end to end in make test: a Debian 12 pod with Slurm 22.05 (the sim site
+with `os: {release: "12"}`) deployed and certified by podctl (CI: the installed wheel).
+
+The shared pod of the other sim tests runs the default, Debian 13 with Slurm 24.11, and carries
+the whole matrix (faults, day 2, the gate, rolling changes): docs/testing.md says why this one
+runs only the main job. Its own pod, on its own /24, brought up before the shared pod
+(tests/conftest.py's SIM_ORDER), so the two never run at once, and removed after.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cannot_run_here
+from tests.simpod import Pod, certify, podctl, sim_site_copy
+
+pytestmark = pytest.mark.sim
+
+POD = "simdeb12"
+
+
+@pytest.fixture(scope="module")
+def previous_pod(tmp_path_factory: pytest.TempPathFactory):
+    if os.geteuid() != 0:
+        cannot_run_here("the sim needs root")
+    base = tmp_path_factory.mktemp(POD)
+    site = base / "site.yaml"
+    text = sim_site_copy(POD, "10.89.14.", "172.25.0.0/16")
+    site.write_text(text.replace("\nnodes:\n", '\nos: {distribution: debian, release: "12"}\n\nnodes:\n', 1))
+    podctl("sim", "up", str(site), timeout=600)
+    try:
+        yield Pod(site, base, name=POD)
+    finally:
+        if not os.environ.get("PODCTL_KEEP_POD"):
+            podctl("sim", "down", "--pod", POD, timeout=300, check=False)
+
+
+def test_a_debian_12_pod_with_slurm_22_05_deploys_and_is_certified(previous_pod: Pod) -> None:
+    pod = previous_pod
+    runs: Path = pod.base / "runs"
+    podctl("deploy", str(pod.site), "--runs-dir", str(runs), timeout=1800)
+    for host in pod.hosts():
+        found = pod.ssh(
+            host, ". /etc/os-release && echo $ID $VERSION_ID && dpkg-query -W -f='${Version}\\n' slurm-client"
+        )
+        release, slurm = found.strip().splitlines()
+        assert release == "debian 12", (host, found)
+        assert slurm.startswith("22.05."), (host, found)
+    certify(pod, 1)

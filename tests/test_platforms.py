@@ -119,3 +119,25 @@ def test_the_schema_offers_exactly_the_supported_platforms() -> None:
     os_def = schema["$defs"]["os"]["properties"]
     assert set(os_def["distribution"]["enum"]) == {p.distribution for p in platforms.SUPPORTED}
     assert {str(r) for r in os_def["release"]["enum"]} == {p.release for p in platforms.SUPPORTED}
+
+
+@pytest.mark.parametrize(
+    ("select", "release", "warned"),
+    [
+        ("select/linear", "13", "refuses select/linear with topology/tree"),
+        ("select/linear", "12", None),
+        ("select/cons_tres", "13", None),
+    ],
+)
+def test_a_select_type_the_controllers_slurm_lacks_is_named(select: str, release: str, warned: str | None) -> None:
+    text = SIM_SITE.replace("\nnodes:\n", f'\nos: {{release: "{release}"}}\nnodes:\n', 1).replace(
+        "  cluster_name: sim\n", f"  cluster_name: sim\n  select_type: {select}\n", 1
+    )
+    result = check_site_text(text, "sim.yaml")
+    assert not result.errors, result.errors
+    found = [w for w in result.warnings if w.code == "slurm-select"]
+    if warned is None:
+        assert not found
+    else:
+        (warning,) = found
+        assert warned in warning.message and warning.path == "slurm.select_type"

@@ -206,6 +206,7 @@ class ServiceSections:
                 daemons.append(platforms.SlurmDaemon(node.hostname, "slurmd", node.platform.slurm))
             elif Role.LOGIN in node.roles and node.hostname not in controllers:
                 daemons.append(platforms.SlurmDaemon(node.hostname, "commands", node.platform.slurm))
+        self.slurm_select_type(controllers)
         problems = platforms.slurm_rule_problems(daemons)
         if not problems:
             return
@@ -225,6 +226,24 @@ class ServiceSections:
                 + ", ".join(f"{p.key} has {p.slurm}" for p in platforms.SUPPORTED)
                 + ")",
                 code="slurm-version",
+            )
+
+    def slurm_select_type(self, controllers: tuple[str, ...]) -> None:
+        """A select plugin the controller's Slurm takes only in part: the slurm role renders what
+        that Slurm takes instead (slurm.conf.j2), and says so here. (The schema offers no
+        select/cons_res, which Slurm 23.11 removed; the role, used on its own, renders cons_tres.)"""
+        select = self.data["slurm"].get("select_type", "select/cons_tres")
+        if not controllers or controllers[0] not in self.by_name:
+            return
+        platform = self.by_name[controllers[0]].platform
+        path: PathKey = ("slurm", "select_type")
+        if select == "select/linear" and platform.slurm >= platforms.SlurmVersion(24, 5):
+            self.report.warning(
+                path,
+                f"Slurm {platform.slurm} ({platform.key}) refuses select/linear with topology/tree: podctl "
+                "renders topology/default, so jobs are placed without regard to the fabric's switches",
+                "use select/cons_tres to keep topology-aware placement",
+                code="slurm-select",
             )
 
     def health_check(self, path: PathKey, h: dict, storage: tuple[StorageMount, ...]) -> HealthCheck | None:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from podctl.platforms import SlurmVersion
 from tests.conftest import REPO, SIM_SITE
 
 # The shared pod's name and /24: PODCTL_TEST_SIM_POD and PODCTL_TEST_SIM_SUBNET (e.g. "10.89.40.")
@@ -34,15 +35,28 @@ SIM_SUBNET_PREFIX = os.environ.get("PODCTL_TEST_SIM_SUBNET", "10.89.12.")
 ON_DEMAND_SERVICES = frozenset({"systemd-hostnamed.service", "systemd-timedated.service", "systemd-localed.service"})
 
 
+# The units Slurm 23.11 and later restart in place on `scontrol reconfigure`: a new process under
+# the same unit (a new MainPID; the unit neither restarts nor leaves `active`: checked on 24.11).
+RECONFIGURED_IN_PLACE = frozenset({"slurmctld.service", "slurmd.service"})
+
+
 def daemons_changed(
-    before: dict[str, dict[str, dict[str, str]]], after: dict[str, dict[str, dict[str, str]]]
+    before: dict[str, dict[str, dict[str, str]]],
+    after: dict[str, dict[str, dict[str, str]]],
+    new_process_ok: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """One line per service that restarted, stopped or started between two `Pod.daemons()` snapshots."""
+    """One line per service that restarted, stopped or started between two `Pod.daemons()` snapshots.
+    A unit in `new_process_ok` may have a new MainPID, as long as systemd did not restart it."""
     lines = []
     for host in sorted(before.keys() | after.keys()):
         was, now = before.get(host, {}), after.get(host, {})
         for unit in sorted(was.keys() | now.keys()):
-            if was.get(unit) != now.get(unit):
+            if unit in new_process_ok and unit in was and unit in now:
+                if {k: v for k, v in was[unit].items() if k != "MainPID"} != {
+                    k: v for k, v in now[unit].items() if k != "MainPID"
+                }:
+                    lines.append(f"{host} {unit}: {was[unit]} -> {now[unit]}")
+            elif was.get(unit) != now.get(unit):
                 lines.append(f"{host} {unit}: {was.get(unit, 'not running')} -> {now.get(unit, 'not running')}")
     return lines
 
@@ -168,6 +182,18 @@ class Pod:
             assert "sshd.service" in units or "ssh.service" in units, (host, units)
             out[host] = units
         return out
+
+    def slurm_release(self) -> SlurmVersion:
+        """The Slurm installed on the pod (its controller's slurm-client)."""
+        return SlurmVersion.parse(self.ssh("head01", "dpkg-query -W -f='${Version}' slurm-client"))
+
+    def reconfigures_in_place(self) -> bool:
+        """Slurm 23.11 and later: `scontrol reconfigure` restarts slurmctld and slurmd in place."""
+        return self.slurm_release() >= SlurmVersion(23, 11)
+
+    def reconfigures_node_table(self) -> bool:
+        """Slurm 24.11 and later take nodes added or removed with `scontrol reconfigure` (Slurm's FAQ)."""
+        return self.slurm_release() >= SlurmVersion(24, 11)
 
     def hosts(self) -> list[str]:
         from podctl.site import load_site

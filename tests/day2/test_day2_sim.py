@@ -3,7 +3,8 @@ fault and only it, a repaired node comes back through `podctl nodes recheck`, a 
 drained stays drained, a node without munge says it cannot drain itself (and Prometheus says so
 too), the gate's own failures never drain, the gate knows a restart from a fault (podctl's
 maintenance mark, units on their way up or down), and a fourth node joins a running pod and
-leaves it, with slurmd restarted a node at a time under a job that completes.
+leaves it under a job that completes: on Slurm 24.11 by `scontrol reconfigure`, with no unit
+restarted; before 24.11 with slurmctld restarted and then slurmd a node at a time.
 
 The sim site runs the gate every 30 s; one test waits for slurmd to run it, the others run the
 same program by hand, as slurmd would, rather than wait for the interval. Every test leaves the
@@ -307,7 +308,8 @@ def test_a_unit_on_its_way_is_asked_again_before_it_counts(sim_pod: Pod) -> None
 
 
 def _site_with_four(base: Path, site: Path) -> Path:
-    """The pod's site with node04, and slurmd restarted a node at a time (slurm.restart_batch 1)."""
+    """The pod's site with node04, and slurmd restarted a node at a time (slurm.restart_batch 1) where
+    Slurm needs restarts for it."""
     four = base / "site-4.yaml"
     text = site.read_text().replace("node[01-03]", "node[01-04]")
     assert text.count("\nslurm:\n") == 1
@@ -331,15 +333,25 @@ def _restart_windows(run_dir: Path) -> dict[str, tuple[float, float]]:
     return windows
 
 
+def _tasks_that_changed(run_dir: Path) -> set[str]:
+    names = set()
+    for path in (run_dir / "artifacts" / "deploy" / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data") or {}
+        if event["event"] == "runner_on_ok" and (data.get("res") or {}).get("changed"):
+            names.add(str(data.get("task")))
+    return names
+
+
 def _active_since(pod: Pod, host: str, unit: str) -> float:
     """When systemd last saw `unit` become active on `host`, as a Unix time."""
     out = pod.sh(host, f"systemctl show --timestamp=us+utc -p ActiveEnterTimestamp --value {unit}").stdout.strip()
     return datetime.strptime(out, "%a %Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=UTC).timestamp()
 
 
-def _slurmd_started(pod: Pod, hosts: tuple[str, ...]) -> dict[str, str]:
+def _slurmd_started(pod: Pod, hosts: tuple[str, ...]) -> dict[str, dict[str, str]]:
     prop = "systemctl show -p ActiveEnterTimestampMonotonic -p MainPID slurmd"
-    return {h: pod.sh(h, prop).stdout for h in hosts}
+    return {h: dict(line.split("=", 1) for line in pod.sh(h, prop).stdout.splitlines() if "=" in line) for h in hosts}
 
 
 def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
@@ -354,6 +366,7 @@ def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
     log = "/var/log/slurm/slurmctld.log"
     seen = int(sim_pod.sh("head01", f"wc -l < {log}").stdout.strip() or 0)
     slurmctld_before = sim_pod.sh("head01", "systemctl show -p ActiveEnterTimestampMonotonic slurmctld").stdout
+    node_table_by_reconfigure = sim_pod.reconfigures_node_table()
     slurmd_before = _slurmd_started(sim_pod, COMPUTE)
     runs_add = sim_pod.base / "runs-add"
     try:
@@ -368,19 +381,32 @@ def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
         assert "Nodes=node[01-04]" in sim_pod.sh("head01", "cat /etc/slurm/topology.conf").stdout
         for host in ("node01", "node02", "node03"):  # slurm.conf everywhere
             assert "node[01-04]" in sim_pod.sh(host, "grep ^NodeName /etc/slurm/slurm.conf").stdout
-        # A new node table: slurmctld restarted, then every slurmd, one node at a time (restart_batch 1),
-        # each under the gate's mark, none of them drained, and the job on node01 still running.
-        assert sim_pod.sh("head01", "systemctl show -p ActiveEnterTimestampMonotonic slurmctld").stdout != (
-            slurmctld_before
-        )
-        after = _slurmd_started(sim_pod, COMPUTE)
-        assert all(after[h] != slurmd_before[h] for h in COMPUTE), (slurmd_before, after)
         (run_dir,) = [p for p in runs_add.iterdir() if p.name.endswith("-deploy")]
         windows = sorted(_restart_windows(run_dir).values())
-        assert len(windows) == 4, windows
-        overlapping = [(a, b) for a, b in zip(windows, windows[1:], strict=False) if b[0] < a[1]]
-        assert not overlapping, f"slurmd restarts overlapped with restart_batch 1: {overlapping}"
-        assert _active_since(sim_pod, "head01", "slurmctld") <= windows[0][0]  # slurmctld first
+        if node_table_by_reconfigure:
+            # Slurm 24.11: the new node table by `scontrol reconfigure`, which starts slurmctld and
+            # each slurmd anew in place: no unit restarted, no node marked, node04 started after it.
+            assert sim_pod.sh("head01", "systemctl show -p ActiveEnterTimestampMonotonic slurmctld").stdout == (
+                slurmctld_before
+            )
+            after = _slurmd_started(sim_pod, COMPUTE)
+            entered = "ActiveEnterTimestampMonotonic"
+            assert all(after[h][entered] == slurmd_before[h][entered] for h in COMPUTE), (slurmd_before, after)
+            assert not windows, windows
+            assert "Reconfigure slurm" in _tasks_that_changed(run_dir)
+        else:
+            # Before 24.11, a new node table: slurmctld restarted, then every slurmd, one node at a time
+            # (restart_batch 1), each under the gate's mark, none of them drained.
+            assert sim_pod.sh("head01", "systemctl show -p ActiveEnterTimestampMonotonic slurmctld").stdout != (
+                slurmctld_before
+            )
+            after = _slurmd_started(sim_pod, COMPUTE)
+            assert all(after[h] != slurmd_before[h] for h in COMPUTE), (slurmd_before, after)
+            assert len(windows) == 4, windows
+            overlapping = [(a, b) for a, b in zip(windows, windows[1:], strict=False) if b[0] < a[1]]
+            assert not overlapping, f"slurmd restarts overlapped with restart_batch 1: {overlapping}"
+            assert _active_since(sim_pod, "head01", "slurmctld") <= windows[0][0]  # slurmctld first
+        # Either way: none drained, no mark left, and the job on node01 still running.
         assert "podctl" not in sim_pod.sh("head01", "sinfo -h -R -o '%E'").stdout
         for host in (*COMPUTE, "node04"):
             assert sim_pod.sh(host, "test -e /run/podctl/maintenance.json").returncode == 1, host
@@ -391,7 +417,8 @@ def test_a_fourth_node_joins_a_running_pod_and_leaves_it(sim_pod: Pod) -> None:
         assert code == 0, out[-3000:]
         assert report["meta"]["hosts"] == ["node04"] and len(report["meta"]["partners"]) == 1
     finally:
-        # Removal: the site without node04; the deploy drains it first, then restarts the daemons.
+        # Removal: the site without node04; the deploy drains it first, then applies the node table
+        # as it was added (restarts before 24.11, a reconfigure from 24.11 on).
         podctl(
             "deploy",
             str(sim_pod.site),

@@ -42,7 +42,12 @@ def sim_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         )
     base = tmp_path_factory.mktemp("simpod")
     site = base / "site.yaml"
-    site.write_text(sim_site_copy(SIM_POD, SIM_SUBNET_PREFIX, "172.24.0.0/16"))
+    text = sim_site_copy(SIM_POD, SIM_SUBNET_PREFIX, "172.24.0.0/16")
+    # PODCTL_TEST_SIM_RELEASE=12: the whole matrix on that release instead of the newest.
+    release = os.environ.get("PODCTL_TEST_SIM_RELEASE")
+    if release:
+        text = text.replace("\nnodes:\n", f'\nos: {{distribution: debian, release: "{release}"}}\n\nnodes:\n', 1)
+    site.write_text(text)
     podctl("sim", "up", str(site), timeout=600)
     try:
         yield Nodes(site, base)

@@ -38,11 +38,17 @@ def test_defaults_match_argument_specs() -> None:
 
 
 def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
-    handlers = {
-        topic: h
-        for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
-        for topic in ([h["listen"]] if isinstance(h["listen"], str) else h["listen"])
-    }
+    heard: dict[str, list[dict]] = {}
+    for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text()):
+        for topic in [h["listen"]] if isinstance(h["listen"], str) else h["listen"]:
+            heard.setdefault(topic, []).append(h)
+    # A file only slurmd reads: the rolling slurmd restart before Slurm 23.11, the reconfigure
+    # (which starts slurmd anew in place) from 23.11 on; each handler's `when` says which.
+    roll, reconfigure = heard.pop("podctl_slurm | slurmd config changed")
+    assert "not (_podctl_slurm_reconfigure_restarts | bool)" in roll["when"]
+    assert reconfigure["name"] == "Reconfigure slurm"
+    assert any("_podctl_slurm_reconfigure_restarts" in w for w in reconfigure["when"])
+    handlers = {topic: hs[-1] for topic, hs in heard.items()}
     assert handlers["podctl_slurm | slurm.conf changed"]["ansible.builtin.command"]["argv"] == [
         "scontrol",
         "reconfigure",
@@ -53,8 +59,7 @@ def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
     service = dbd["Accounting | slurmdbd is enabled and running on its current configuration"]
     assert "restarted" in service["ansible.builtin.systemd_service"]["state"]
     assert "systemctl restart munge" in handlers["podctl_slurm | munge key changed"]["ansible.builtin.shell"]["cmd"]
-    # A file only slurmd reads restarts slurmd alone, rolling: a batch at a time, under the gate's mark.
-    roll = handlers["podctl_slurm | slurmd config changed"]
+    # Before 23.11 a file only slurmd reads restarts slurmd alone, rolling: a batch at a time, under the gate's mark.
     assert roll["throttle"] == "{{ podctl_slurm_restart_batch | int }}"
     script = roll["ansible.builtin.shell"]["cmd"]
     assert script.index("--mark slurmd") < script.index("systemctl restart slurmd") < script.index("--unmark")
@@ -265,9 +270,11 @@ def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None
     assert "ConstrainDevices=yes" in files["cgroup.conf"]
 
 
-def _restart_settings_changed(tmp_path: Path, before: str, after: str, changed: bool = True) -> bool:
+def _restart_settings_changed(
+    tmp_path: Path, before: str, after: str, changed: bool = True, slurm: str = "22.05.8-4+deb12u1"
+) -> bool:
     """The role's own task that judges a slurm.conf change (configure.yml), run by ansible-playbook on
-    a stand-in of the template task's registered result."""
+    a stand-in of the template task's registered result, for a node whose slurm-client is `slurm`."""
     tasks = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
     (task,) = [
         t for t in tasks if t["name"] == "Configure | slurm.conf settings only a restart applies, changed on this host"
@@ -283,7 +290,10 @@ def _restart_settings_changed(tmp_path: Path, before: str, after: str, changed: 
                     "connection": "local",
                     "gather_facts": False,
                     "vars_files": [str(ROLE / "vars" / "main.yml")],
-                    "vars": {"__podctl_slurm_conf": registered},
+                    "vars": {
+                        "__podctl_slurm_conf": registered,
+                        "__podctl_slurm_installed": {"rc": 0, "stdout": slurm},
+                    },
                     "tasks": [
                         task,
                         {
@@ -334,8 +344,31 @@ PartitionName=batch Nodes=node[01-03] Default=YES MaxTime=02:00:00 State=UP
     ids=["partition", "gate-interval", "comment", "proctrack", "select", "node-added", "node-cpus", "gres-added"],
 )
 def test_which_slurm_conf_changes_restart_the_daemons(tmp_path: Path, old: str, new: str, restarts: bool) -> None:
+    """Slurm 22.05: every key but those a reconfigure rereads needs the restarts."""
     assert old in CONF
     assert _restart_settings_changed(tmp_path, CONF, CONF.replace(old, new)) is restarts
+
+
+@pytest.mark.ansible
+@pytest.mark.parametrize(
+    ("old", "new", "restarts"),
+    [
+        ("MaxTime=02:00:00", "MaxTime=04:00:00", False),
+        ("ProctrackType=proctrack/linuxproc", "ProctrackType=proctrack/cgroup", False),  # a plugin
+        ("SelectType=select/cons_tres", "SelectType=select/linear", False),
+        ("CPUs=2", "CPUs=4", False),  # a node's hardware
+        ("HealthCheckInterval=30\n", "HealthCheckInterval=30\nSlurmdPort=6820\n", True),  # a port
+        ("HealthCheckInterval=30\n", "HealthCheckInterval=30\nAuthType=auth/slurm\n", True),  # the authentication
+    ],
+    ids=["partition", "proctrack", "select", "node-cpus", "port", "auth"],
+)
+def test_from_slurm_23_11_only_ports_and_authentication_need_restarts(
+    tmp_path: Path, old: str, new: str, restarts: bool
+) -> None:
+    """Slurm 24.11: a reconfigure starts the daemons anew in place, which takes every key but the
+    listening ports and the authentication."""
+    assert old in CONF
+    assert _restart_settings_changed(tmp_path, CONF, CONF.replace(old, new), slurm="24.11.5-4+deb13u1") is restarts
 
 
 @pytest.mark.ansible

@@ -1,5 +1,6 @@
 """The previous release, end to end in make test: a Debian 12 pod with Slurm 22.05 (the sim site
-with `os: {release: "12"}`) deployed and certified by podctl (CI: the installed wheel).
+with `os: {release: "12"}`) deployed, re-run without a change (changed 0, nothing restarted) and
+certified by podctl (CI: the installed wheel).
 
 The shared pod of the other sim tests runs the default, Debian 13 with Slurm 24.11, and carries
 the whole matrix (faults, day 2, the gate, rolling changes): docs/testing.md says why this one
@@ -9,13 +10,14 @@ runs only the main job. Its own pod, on its own /24, brought up before the share
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import cannot_run_here
-from tests.simpod import Pod, certify, podctl, sim_site_copy
+from tests.simpod import Pod, certify, daemons_changed, podctl, sim_site_copy
 
 pytestmark = pytest.mark.sim
 
@@ -38,10 +40,18 @@ def previous_pod(tmp_path_factory: pytest.TempPathFactory):
             podctl("sim", "down", "--pod", POD, timeout=300, check=False)
 
 
-def test_a_debian_12_pod_with_slurm_22_05_deploys_and_is_certified(previous_pod: Pod) -> None:
+def test_a_debian_12_pod_with_slurm_22_05_deploys_reruns_unchanged_and_is_certified(previous_pod: Pod) -> None:
     pod = previous_pod
     runs: Path = pod.base / "runs"
     podctl("deploy", str(pod.site), "--runs-dir", str(runs), timeout=1800)
+    # A no-change re-run on 22.05: changed 0 on every host, and no daemon restarted.
+    before = pod.daemons()
+    podctl("deploy", str(pod.site), "--runs-dir", str(runs), timeout=1800)
+    (rerun,) = sorted(p for p in runs.iterdir() if p.name.endswith("-deploy"))[-1:]
+    recap = json.loads((rerun / "recap.json").read_text())
+    assert {host: r["changed"] for host, r in recap["hosts"].items()} == {host: 0 for host in pod.hosts()}, recap
+    changed = daemons_changed(before, pod.daemons())
+    assert not changed, "\n".join(changed)
     for host in pod.hosts():
         found = pod.ssh(
             host, ". /etc/os-release && echo $ID $VERSION_ID && dpkg-query -W -f='${Version}\\n' slurm-client"

@@ -131,10 +131,10 @@ _SLURM_TIERS = {"slurmdbd": 0, "slurmctld": 1, "slurmd": 2, "commands": 2}
 
 
 def slurm_rule_problems(daemons: list[SlurmDaemon]) -> list[str]:
-    """Slurm's version rule over a pod's daemons: every daemon is at least as new as those of a
-    lower tier (slurmdbd >= slurmctld >= slurmd and the commands), and no two are more than
-    SLURM_MAX_RELEASES_APART major releases apart. One line per pair of versions that breaks it,
-    naming an example host of each."""
+    """Slurm's version rule over a pod's daemons: every daemon is at least as new as those of the
+    tier below (slurmdbd >= slurmctld >= slurmd and the commands), and no two neighbours are more
+    than SLURM_MAX_RELEASES_APART major releases apart. One line per pair of versions that breaks
+    it, naming an example host of each."""
     problems: list[str] = []
     for daemon in ("slurmctld", "slurmdbd"):
         peers = [d for d in daemons if d.daemon == daemon]
@@ -142,9 +142,12 @@ def slurm_rule_problems(daemons: list[SlurmDaemon]) -> list[str]:
             shown = ", ".join(f"{d.version} on {d.host}" for d in peers)
             problems.append(f"the {daemon}s run different Slurm releases ({shown}): they must be the same")
     seen: set[tuple[str, str, str, str]] = set()
+    present = {_SLURM_TIERS[d.daemon] for d in daemons}
     for upper in daemons:
         for lower in daemons:
-            if _SLURM_TIERS[upper.daemon] >= _SLURM_TIERS[lower.daemon]:
+            high, low = _SLURM_TIERS[upper.daemon], _SLURM_TIERS[lower.daemon]
+            # Neighbouring tiers only: slurmd is held to slurmctld, and slurmctld to slurmdbd.
+            if high >= low or any(high < t < low for t in present):
                 continue
             pair = (upper.daemon, str(upper.version), lower.daemon, str(lower.version))
             if pair in seen:

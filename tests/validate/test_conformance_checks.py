@@ -134,3 +134,28 @@ def test_drift_of_a_loop_names_each_file_that_differs() -> None:
     (message,) = describe_change("Configure | The validation package", {"changed": True, "results": [same, changed]})
     assert message.startswith("/home/shared/podctl-validation/src/validation/units.py differs")
     assert "the node has 1 extra line(s) from line 2: '# edited'" in message
+
+
+POD_2411 = {
+    "head01": {"slurmctld": "24.11.5-4+deb13u1", "slurmdbd": "24.11.5-4+deb13u1", "slurm-client": "24.11.5-4+deb13u1"},
+    "node01": {"slurmd": "24.11.5-4+deb13u1", "slurm-client": "24.11.5-4+deb13u1"},
+    "login01": {"slurm-client": "24.11.5-4+deb13u1"},
+}
+
+
+def test_one_slurm_release_across_the_pod_keeps_the_version_rule() -> None:
+    assert all(tc.slurm_version_findings(host, POD_2411) == [] for host in POD_2411)
+
+
+def test_a_node_whose_installed_slurmd_is_too_old_is_named_with_the_controller() -> None:
+    installed = {**POD_2411, "node01": {"slurmd": "22.05.8-4+deb12u1", "slurm-client": "22.05.8-4+deb12u1"}}
+    (finding,) = tc.slurm_version_findings("node01", installed)
+    assert "slurmd 22.05 on node01 is 4 major releases older than slurmctld 24.11 on head01" in finding
+    assert tc.slurm_version_findings("head01", installed)  # the other end of the pair
+    assert tc.slurm_version_findings("login01", installed) == []
+
+
+def test_a_login_nodes_commands_newer_than_slurmctld_break_the_rule() -> None:
+    installed = {**POD_2411, "login01": {"slurm-client": "25.05.1-1"}}
+    (finding,) = tc.slurm_version_findings("login01", installed)
+    assert "commands 25.05 on login01 is newer than slurmctld 24.11 on head01" in finding

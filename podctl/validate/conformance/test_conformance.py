@@ -339,7 +339,7 @@ def test_os_release(node: Node) -> None:
     expected = node.vars.get("podctl_os")
     if not expected:
         pytest.skip("the inventory names no OS for this host")
-    result = node.sh(". /etc/os-release && printf '%s %s' \"$ID\" \"$VERSION_ID\"")
+    result = node.sh('. /etc/os-release && printf \'%s %s\' "$ID" "$VERSION_ID"')
     found = result.stdout.strip() if result.rc == 0 else ""
     want = f"{expected['distribution']} {expected['release']}"
     if found != want:
@@ -347,7 +347,12 @@ def test_os_release(node: Node) -> None:
 
 
 # The packages of Slurm's daemons and commands, with the daemon each one is for the version rule.
-_SLURM_DAEMON_PACKAGES = {"slurmdbd": "slurmdbd", "slurmctld": "slurmctld", "slurmd": "slurmd", "slurm-client": "commands"}
+_SLURM_DAEMON_PACKAGES = {
+    "slurmdbd": "slurmdbd",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "slurm-client": "commands",
+}
 
 
 def _slurm_packages_of(request: pytest.FixtureRequest, name: str, host: Any | None = None) -> dict[str, str] | None:
@@ -379,18 +384,27 @@ def test_slurm_version_rule(node: Node, request: pytest.FixtureRequest) -> None:
     that involves this node is its finding."""
     if not node.runs_slurm:
         pytest.skip("not a Slurm host")
+    installed = {
+        name: _slurm_packages_of(request, name, node.host if name == node.name else None) or {}
+        for name in _slurm_hosts(node)
+    }
+    _fail(slurm_version_findings(node.name, installed))
+
+
+def slurm_version_findings(name: str, installed: dict[str, dict[str, str]]) -> list[str]:
+    """The version rule's problems that involve host `name`, from each Slurm host's installed
+    packages (package -> version). slurm-client counts as the commands only where no daemon is."""
     daemons: list[platforms.SlurmDaemon] = []
-    for name in _slurm_hosts(node):
-        installed = _slurm_packages_of(request, name, node.host if name == node.name else None) or {}
+    for host, packages in installed.items():
         for package, daemon in _SLURM_DAEMON_PACKAGES.items():
-            if package in installed and (daemon != "commands" or len(installed) == 1):
+            if package in packages and (daemon != "commands" or len(packages) == 1):
                 try:
-                    version = platforms.SlurmVersion.parse(installed[package])
+                    version = platforms.SlurmVersion.parse(packages[package])
                 except ValueError:
                     continue
-                daemons.append(platforms.SlurmDaemon(name, daemon, version))
-    mine = re.compile(rf"\bon {re.escape(node.name)}\b")
-    _fail([p for p in platforms.slurm_rule_problems(daemons) if mine.search(p)])
+                daemons.append(platforms.SlurmDaemon(host, daemon, version))
+    mine = re.compile(rf"\bon {re.escape(name)}\b")
+    return [p for p in platforms.slurm_rule_problems(daemons) if mine.search(p)]
 
 
 # ---------------------------------------------------------------------------

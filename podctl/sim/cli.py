@@ -217,12 +217,15 @@ def status_cmd(pod: str | None, site: str | None) -> None:
     if not rows and network is None:
         raise SimError(f"pod {name!r} is not up (no containers or network labelled io.podctl.pod={name})")
     table = Table(title=f"pod {name}" + (f" - network {network}" if network else " - no network"), title_justify="left")
-    for column in ("node", "address", "platform", "container", "state", "systemd", "ssh", "faults"):
+    faults = [_fault_text(r.faults) for r in rows]
+    for column in ("node", "address", "platform", "container", "state", "systemd", "ssh"):
         table.add_column(column)
-    for r in rows:
+    # On a narrow terminal the other columns give way: a fault is never cut short.
+    table.add_column("faults", no_wrap=True, min_width=max((len(f) for f in faults), default=6))
+    for r, fault in zip(rows, faults, strict=True):
         ssh = "-" if r.ssh is None else ("ok" if r.ssh else styled(("no", "red")))
         platform = r.platform or "-"
-        table.add_row(r.hostname, r.address, platform, r.container, r.state, r.systemd, ssh, _fault_text(r.faults))
+        table.add_row(r.hostname, r.address, platform, r.container, r.state, r.systemd, ssh, fault)
     out_console.print(table)
     served = fabric_mod.running(name)
     if served is not None:

@@ -105,7 +105,8 @@ def test_shared_mounts_are_one_folder_seen_by_every_client(bare_pod: SimPod):
 
 def test_nodes_reach_the_debian_mirror_config(bare_pod: SimPod):
     sources = bare_pod.ssh("node01", "cat /etc/apt/sources.list").stdout.decode()
-    assert "http://deb.debian.org/debian bookworm main" in sources
+    codename = bare_pod.site.node("node01").platform.codename  # the release the site names
+    assert f"http://deb.debian.org/debian {codename} main" in sources
     assert (
         bare_pod.ssh(
             "node01", "test -s /etc/ssl/certs/ca-certificates.crt && grep -c BEGIN /etc/ssl/certs/ca-certificates.crt"

@@ -78,6 +78,14 @@ def check_path(path: Path, seen: set[Path]) -> None:
             continue
         try:
             st = os.lstat(current)
+        except FileNotFoundError:
+            # Nothing there (a link into a package that is not installed: Debian's python3-torch
+            # links torch/include to libtorch-dev's headers). The folder above was found root's
+            # alone, so only root can put something there: nothing to refuse.
+            if depth == 0:
+                raise Refused(f"{current}: No such file or directory") from None
+            seen.add(current)
+            return
         except OSError as exc:
             raise Refused(f"{current}: {exc.strerror}") from None
         why = _why(current, st)

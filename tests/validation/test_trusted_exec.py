@@ -154,3 +154,16 @@ def test_a_program_is_vetted_and_run_from_root(tools: Tools, tmp_path: Path) -> 
 def test_bad_usage_says_how(tools: Tools) -> None:
     ran = launch(tools, str(tools.python), "validation.probe")
     assert ran.returncode == 2 and "usage:" in ran.stderr
+
+
+def test_a_link_to_nothing_under_roots_folder_is_no_refusal_but_one_under_tmp_is(tools: Tools) -> None:
+    """Debian's python3-torch links torch/include to the headers of libtorch-dev, which a node
+    without recommends does not have: a link to nothing where only root could create it is no
+    code to refuse. One to nothing under /tmp is: anyone could put code there."""
+    absent = tools.site_packages / "includes-of-a-package-not-installed"
+    absent.symlink_to(tools.top / "no-such-folder" / "c10")
+    ran = probe(tools)
+    assert ran.returncode == 0, ran.stderr
+    absent.unlink()
+    absent.symlink_to("/tmp/podctl-no-such-folder/c10")
+    refused(probe(tools), "/tmp is writable by")

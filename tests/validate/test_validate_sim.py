@@ -90,7 +90,16 @@ def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_
         assert not any("service slurmd" in reason for reason in data["failures"]["node03"])
         # Plain Ansible over OpenSSH (--no-mitogen) finds the same drift, node by node, reason by reason.
         rc, plain, _ = pod.validate("node-faults-openssh", "--suite", "conformance", "--no-mitogen")
-        assert rc == 1 and plain["failures"] == data["failures"], (plain["failures"], data["failures"])
+
+        # Slurm's view of node01 moves on between the two runs (idle* "not responding", then down*
+        # once slurmctld gives up on it: seen on 24.11), so that one line is compared by its kind.
+        def drift(failures: dict) -> dict:
+            return {n: [r for r in rs if "in Slurm (state" not in r] for n, rs in failures.items()}
+
+        assert rc == 1 and drift(plain["failures"]) == drift(data["failures"]), (plain["failures"], data["failures"])
+        assert any("in Slurm (state" in r for r in plain["failures"]["node01"]) == any(
+            "in Slurm (state" in r for r in data["failures"]["node01"]
+        )
     finally:
         pod.sh("node03", "sed -i '/^# edited by hand$/d' /etc/slurm/slurm.conf")
         podctl("sim", "fault", "--pod", POD, "node01", "--clear")

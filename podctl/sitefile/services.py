@@ -181,6 +181,7 @@ class ServiceSections:
                     code="slurm-failover",
                 )
         self.slurm_releases(controllers, bool(s.get("accounting", False)))
+        self.slurm_select_type(controllers)
         return Slurm(
             cluster_name=s.get("cluster_name", site_name),
             controllers=controllers,
@@ -206,7 +207,6 @@ class ServiceSections:
                 daemons.append(platforms.SlurmDaemon(node.hostname, "slurmd", node.platform.slurm))
             elif Role.LOGIN in node.roles and node.hostname not in controllers:
                 daemons.append(platforms.SlurmDaemon(node.hostname, "commands", node.platform.slurm))
-        self.slurm_select_type(controllers)
         problems = platforms.slurm_rule_problems(daemons)
         if not problems:
             return

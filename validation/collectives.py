@@ -239,110 +239,103 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     device = torch.device("cuda", env.local_rank) if cuda else torch.device("cpu")
     report = Report("collectives")
     init_process_group(env, backend, args.timeout)
-    try:
-        n = env.world_size
-        elem = torch.empty((), dtype=dtype).element_size()
-        min_bytes = parse_size(args.min_bytes) if args.min_bytes else (1 << 20 if cuda else 64 << 10)
-        max_bytes = parse_size(args.max_bytes) if args.max_bytes else (8 << 30 if cuda else 16 << 20)
-        sizes = sweep_sizes(min_bytes, max_bytes, args.factor, n * elem * _PERIOD)
-        collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
-        for c in collectives:
-            bus_factor(c, n)  # rejects unknown names before any work
-        chunk_s = args.chunk_ms / 1e3
-        repeats = args.repeats
+    n = env.world_size
+    elem = torch.empty((), dtype=dtype).element_size()
+    min_bytes = parse_size(args.min_bytes) if args.min_bytes else (1 << 20 if cuda else 64 << 10)
+    max_bytes = parse_size(args.max_bytes) if args.max_bytes else (8 << 30 if cuda else 16 << 20)
+    sizes = sweep_sizes(min_bytes, max_bytes, args.factor, n * elem * _PERIOD)
+    collectives = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    for c in collectives:
+        bus_factor(c, n)  # rejects unknown names before any work
+    chunk_s = args.chunk_ms / 1e3
+    repeats = args.repeats
 
-        ranks = [None] * n
-        name = torch.cuda.get_device_name(device) if cuda else "cpu"
-        dist.all_gather_object(
-            ranks, {"rank": env.rank, "host": hostname(), "local_rank": env.local_rank, "device": name}
-        )
-        # Warm the communicator (NCCL sets up its channels on first use).
-        _align_ranks(device, cuda)
+    ranks = [None] * n
+    name = torch.cuda.get_device_name(device) if cuda else "cpu"
+    dist.all_gather_object(ranks, {"rank": env.rank, "host": hostname(), "local_rank": env.local_rank, "device": name})
+    # Warm the communicator (NCCL sets up its channels on first use).
+    _align_ranks(device, cuda)
 
-        rows: dict[str, list[dict[str, Any]]] = {c: [] for c in collectives}
-        failures = []
-        for collective in collectives:
-            for size in sizes:
-                if cuda:
-                    free, _ = torch.cuda.mem_get_info(device)
-                    fits = _agree(1.0 if free > 3.5 * size + (1 << 30) else 0.0, "min", device) == 1.0
-                    if not fits:
-                        if env.rank == 0:
-                            report.warning(f"{collective} at {human_size(size)} skipped: not enough free GPU memory")
-                        continue
-                case = Case(collective, size, dtype, device, env.rank, n)
-                correct, per_op, iterations = measure_case(
-                    case, cuda, args.warmup_iters, repeats, chunk_s, args.max_iters
-                )
-                count = case.count
-                case.free()
-                del case
-                if cuda:
-                    torch.cuda.empty_cache()
-                median_s, time_spread = summarize(per_op)
-                algbw, busbw = bandwidths(collective, size, median_s, n)
-                busbw_samples = [bandwidths(collective, size, t, n)[1] for t in per_op]
-                _, busbw_spread = summarize(busbw_samples)
-                row = {
-                    "size_bytes": size,
-                    "count": count,
-                    "time_us": median_s * 1e6,
-                    "time_us_spread": {k: v * 1e6 for k, v in time_spread.items()},
-                    "algbw_gbps": algbw,
-                    "busbw_gbps": busbw,
-                    "busbw_spread": busbw_spread,
-                    "iterations_per_chunk": iterations,
-                    "chunks": repeats,
-                    "correct": correct,
-                }
-                rows[collective].append(row)
-                if not correct:
-                    failures.append((collective, size))
-                if env.rank == 0:
-                    report.measure(
-                        f"{collective}_busbw_{human_size(size)}", busbw, "GB/s", None, len(busbw_samples), busbw_spread
-                    )
-                    progress(
-                        f"{collective:>14} {human_size(size):>7} {median_s * 1e6:11.1f} us "
-                        f"algbw {algbw:8.2f} busbw {busbw:8.2f} GB/s x{iterations} "
-                        f"{'ok' if correct else 'WRONG'}"
-                    )
-        if env.rank != 0:
-            return None
-
-        report.details.update(
-            {
-                "world_size": n,
-                "backend": backend,
-                "dtype": dtype_name,
-                "ranks": ranks,
-                "nccl_version": _nccl_version() if cuda else None,
-                "torch": torch.__version__,
-                "sweep": rows,
-                "method": f"median of {repeats} timed chunks after {args.warmup_iters} warm-up ops; "
-                f"each chunk >= {args.chunk_ms:g} ms; slowest rank per chunk",
+    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in collectives}
+    failures = []
+    for collective in collectives:
+        for size in sizes:
+            if cuda:
+                free, _ = torch.cuda.mem_get_info(device)
+                fits = _agree(1.0 if free > 3.5 * size + (1 << 30) else 0.0, "min", device) == 1.0
+                if not fits:
+                    if env.rank == 0:
+                        report.warning(f"{collective} at {human_size(size)} skipped: not enough free GPU memory")
+                    continue
+            case = Case(collective, size, dtype, device, env.rank, n)
+            correct, per_op, iterations = measure_case(case, cuda, args.warmup_iters, repeats, chunk_s, args.max_iters)
+            count = case.count
+            case.free()
+            del case
+            if cuda:
+                torch.cuda.empty_cache()
+            median_s, time_spread = summarize(per_op)
+            algbw, busbw = bandwidths(collective, size, median_s, n)
+            busbw_samples = [bandwidths(collective, size, t, n)[1] for t in per_op]
+            _, busbw_spread = summarize(busbw_samples)
+            row = {
+                "size_bytes": size,
+                "count": count,
+                "time_us": median_s * 1e6,
+                "time_us_spread": {k: v * 1e6 for k, v in time_spread.items()},
+                "algbw_gbps": algbw,
+                "busbw_gbps": busbw,
+                "busbw_spread": busbw_spread,
+                "iterations_per_chunk": iterations,
+                "chunks": repeats,
+                "correct": correct,
             }
-        )
-        report.details["correct"] = not failures
-        for collective, size in failures:
-            report.error(f"{collective} at {human_size(size)} gave wrong results on at least one rank")
-        if args.expect_world_size is not None and n != args.expect_world_size:
-            report.error(f"world size {n}, expected {args.expect_world_size}")
-        for spec in args.min_busbw or []:
-            key, bound = parse_threshold(spec)
-            collective, _, size_text = key.rpartition(":")
-            collective = collective or "all_reduce"
-            size = parse_size(size_text)
-            row = next((r for r in rows.get(collective, []) if r["size_bytes"] == size), None)
-            if row is None:
-                report.error(f"{collective} busbw at {human_size(size)} was not measured (expected >= {bound:g} GB/s)")
-            elif row["busbw_gbps"] < bound:
-                report.error(
-                    f"{collective} busbw at {human_size(size)} is {row['busbw_gbps']:.1f} GB/s, expected >= {bound:g}"
+            rows[collective].append(row)
+            if not correct:
+                failures.append((collective, size))
+            if env.rank == 0:
+                report.measure(
+                    f"{collective}_busbw_{human_size(size)}", busbw, "GB/s", None, len(busbw_samples), busbw_spread
                 )
-        return report.to_dict()
-    finally:
-        dist.destroy_process_group()
+                progress(
+                    f"{collective:>14} {human_size(size):>7} {median_s * 1e6:11.1f} us "
+                    f"algbw {algbw:8.2f} busbw {busbw:8.2f} GB/s x{iterations} "
+                    f"{'ok' if correct else 'WRONG'}"
+                )
+    if env.rank != 0:
+        return None
+
+    report.details.update(
+        {
+            "world_size": n,
+            "backend": backend,
+            "dtype": dtype_name,
+            "ranks": ranks,
+            "nccl_version": _nccl_version() if cuda else None,
+            "torch": torch.__version__,
+            "sweep": rows,
+            "method": f"median of {repeats} timed chunks after {args.warmup_iters} warm-up ops; "
+            f"each chunk >= {args.chunk_ms:g} ms; slowest rank per chunk",
+        }
+    )
+    report.details["correct"] = not failures
+    for collective, size in failures:
+        report.error(f"{collective} at {human_size(size)} gave wrong results on at least one rank")
+    if args.expect_world_size is not None and n != args.expect_world_size:
+        report.error(f"world size {n}, expected {args.expect_world_size}")
+    for spec in args.min_busbw or []:
+        key, bound = parse_threshold(spec)
+        collective, _, size_text = key.rpartition(":")
+        collective = collective or "all_reduce"
+        size = parse_size(size_text)
+        row = next((r for r in rows.get(collective, []) if r["size_bytes"] == size), None)
+        if row is None:
+            report.error(f"{collective} busbw at {human_size(size)} was not measured (expected >= {bound:g} GB/s)")
+        elif row["busbw_gbps"] < bound:
+            report.error(
+                f"{collective} busbw at {human_size(size)} is {row['busbw_gbps']:.1f} GB/s, expected >= {bound:g}"
+            )
+    return report.to_dict()
 
 
 def build_parser() -> argparse.ArgumentParser:

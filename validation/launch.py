@@ -174,11 +174,20 @@ def _child(local_rank: int, nprocs: int, port: int, worker: Worker, args: argpar
         ("MASTER_PORT", port),
     ):
         os.environ[name] = str(value)
+    code = 0
     try:
         results.put((local_rank, worker(env, args)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent instead
         results.put((local_rank, {"__crash__": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}))
         print(traceback.format_exc(), file=sys.stderr, flush=True)
+        code = 1
+    # The answer is flushed to the parent, then the process ends as the srun ranks do
+    # (end_process): no process group teardown. torch 2.6's gloo (Debian 13) could hang in
+    # destroy_process_group on the last rank to get there, after its peer had left: seen on a sim
+    # node, rank 0 on a futex in it with its envelope not yet sent, holding the check to its timeout.
+    results.close()
+    results.join_thread()
+    end_process(code)
 
 
 def spawn_local(check: str, nprocs: int, worker: Worker, args: argparse.Namespace, timeout_s: float) -> dict[str, Any]:
@@ -198,8 +207,8 @@ def spawn_local(check: str, nprocs: int, worker: Worker, args: argparse.Namespac
     rank0_at: float | None = None
     # Wait for every rank's answer, or for a rank to die without one. Rank 0's envelope holds the
     # whole result (every rank's figures, checked across ranks); a rank that has not answered
-    # STRAGGLER_GRACE_S after it is stuck in its teardown (seen once with Debian 13's torch 2.6:
-    # a gloo rank waiting on a futex after the last collective had completed on both) and is
+    # STRAGGLER_GRACE_S after it is stuck (the ranks no longer tear the process group down, where
+    # Debian 13's torch 2.6 was seen to hang; this bound stays for whatever else may) and is
     # stopped below rather than holding the check until its timeout.
     while len(collected) < nprocs and time.monotonic() < deadline:
         if rank0_at is not None and time.monotonic() - rank0_at > STRAGGLER_GRACE_S:
@@ -315,8 +324,9 @@ def end_process(code: int) -> None:
     """End a multi-process check's process once its result is out: flush stdout and stderr,
     then leave without the interpreter's finalization.
 
-    Finalization has nothing left to do (the process group is destroyed, the envelope
-    printed), yet it tears down torch's C++ objects: on a sim pod, 5 of 60 smoke runs had a
+    Finalization has nothing left to do (the envelope is printed; the process group is left to
+    the kernel, which closes its connections: its own teardown could hang, see _child), yet it
+    tears down torch's C++ objects: on a sim pod, 5 of 60 smoke runs had a
     rank that had already reported die there with "terminate called without an active
     exception" (SIGABRT) while rank 0 was still writing its report; srun's
     --kill-on-bad-exit then killed the rest, and a passing run became exit 143

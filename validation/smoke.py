@@ -239,225 +239,222 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
         raise ValueError(f"--steps {steps} leaves no timed steps after --warmup-steps {warmup}")
     report = Report("smoke")
     init_process_group(env, backend, args.timeout)
-    try:
-        if cuda:
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        else:
-            # Ranks share the host's cores: one intra-op pool each would oversubscribe.
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            torch.set_num_threads(max(1, cores // max(1, env.local_world_size)))
-        torch.manual_seed(args.seed)  # identical initial weights on every rank
-        with device:  # built in place: initialising 944 M parameters on the host takes seconds
-            model = GPT(cfg)
-        n_params = parameter_count(model)
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    else:
+        # Ranks share the host's cores: one intra-op pool each would oversubscribe.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        torch.set_num_threads(max(1, cores // max(1, env.local_world_size)))
+    torch.manual_seed(args.seed)  # identical initial weights on every rank
+    with device:  # built in place: initialising 944 M parameters on the host takes seconds
+        model = GPT(cfg)
+    n_params = parameter_count(model)
 
-        def make_optimizer(m: Any) -> Any:
-            return torch.optim.AdamW(
-                m.parameters(),
-                lr=cfg.lr,
-                betas=(0.9, 0.95),
-                weight_decay=0.1,
-                **({"fused": True} if cuda else {"foreach": True}),
-            )
-
-        optimizer = make_optimizer(model)
-        # Large buckets: under torch.compile every bucket boundary splits the graph,
-        # and 25 MB buckets would mean ~150 compiled pieces for 944 M parameters.
-        ddp_kwargs: dict[str, Any] = {"bucket_cap_mb": args.bucket_mb, "gradient_as_bucket_view": True}
-        if cuda:
-            ddp_kwargs["device_ids"] = [env.local_rank]
-        net: Any = DDP(model, **ddp_kwargs)
-        if compile_model:
-            net = torch.compile(net)
-
-        gen = torch.Generator(device=device).manual_seed(args.seed * 1000 + env.rank)
-        pool = [synthetic_batch(cfg, gen, device) for _ in range(args.batch_pool)]
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
-        losses: list[Any] = []
-        grad_norms: list[Any] = []
-        max_norm = args.clip_grad if args.clip_grad > 0 else math.inf
-        step_times: list[float] = []
-        events = []
-        compile_fallback = None
-        if env.rank == 0:
-            progress(
-                f"{preset}: {n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
-                f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={compile_model}"
-            )
-        wall0 = time.perf_counter()
-        for step in range(steps):
-            for group in optimizer.param_groups:
-                group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, warmup))
-            x, y = pool[step % len(pool)]
-            if cuda:
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                begin.record()
-            t0 = time.perf_counter()
-            try:
-                with autocast:
-                    loss = net(x, y)
-                loss.backward()
-            except Exception as exc:  # noqa: BLE001 - compile problems fall back to eager
-                if not (compile_model and step == 0):
-                    raise
-                compile_fallback = f"{type(exc).__name__}: {str(exc)[:300]}"
-                progress(f"torch.compile failed, continuing eager: {compile_fallback}")
-                optimizer.zero_grad(set_to_none=True)
-                net = DDP(model, **ddp_kwargs)
-                with autocast:
-                    loss = net(x, y)
-                loss.backward()
-            # The norm before clipping, kept for the report: a spike in it explains a spike in the loss.
-            grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).detach())
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.detach())
-            if cuda:
-                end.record()
-                events.append((begin, end))
-            else:
-                step_times.append(time.perf_counter() - t0)
-            if step == 0 and env.rank == 0:
-                if cuda:
-                    torch.cuda.synchronize(device)
-                progress(f"first step (with compilation) took {time.perf_counter() - wall0:.1f} s")
-        if cuda:
-            torch.cuda.synchronize(device)
-            step_times = [b.elapsed_time(e) / 1e3 for b, e in events]
-        loss_values = [float(v) for v in torch.stack(losses).float().cpu().tolist()]
-        norm_values = [float(v) for v in torch.stack(grad_norms).float().cpu().tolist()]
-        train_wall = time.perf_counter() - wall0
-
-        timed = step_times[warmup:]
-        median_step, step_spread = summarize(timed)
-        tokens_per_step = cfg.micro_batch * cfg.seq_len
-        fpt = flops_per_token(n_params, cfg)
-        tflops_samples = [fpt * tokens_per_step / t / 1e12 for t in timed]
-        window = max(1, min(5, steps // 4))
-        first, last = loss_values[:window], loss_values[-window:]
-        finite = all(math.isfinite(v) for v in loss_values)
-
-        # Checkpoint: a run directory every rank agrees on.
-        names = [uuid.uuid4().hex[:12] if env.rank == 0 else None]
-        dist.broadcast_object_list(names, src=0)
-        base = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(tempfile.gettempdir())
-        run_dir = base / f"podctl-smoke-{names[0]}"
-        if env.rank == 0:
-            run_dir.mkdir(parents=True, exist_ok=True)
-
-        def barrier() -> None:
-            dist.barrier()
-
-        checkpoint = checkpoint_round_trip(
-            model,
-            optimizer,
-            lambda: _build(GPT, cfg, device),
-            make_optimizer,
-            run_dir / "checkpoint.pt",
-            env.rank == 0,
-            barrier,
-            device,
+    def make_optimizer(m: Any) -> Any:
+        return torch.optim.AdamW(
+            m.parameters(),
+            lr=cfg.lr,
+            betas=(0.9, 0.95),
+            weight_decay=0.1,
+            **({"fused": True} if cuda else {"foreach": True}),
         )
-        dist.barrier()
-        if env.rank == 0 and not args.keep_checkpoint:
-            shutil.rmtree(run_dir, ignore_errors=True)
 
-        mine = {
-            "rank": env.rank,
-            "local_rank": env.local_rank,
-            "host": hostname(),
-            "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "loss_first_window": sum(first) / len(first),
-            "loss_last_window": sum(last) / len(last),
-            "loss_finite": finite,
-            "loss_spikes": loss_spikes(loss_values),
-            "median_step_s": median_step,
-            "tflops": fpt * tokens_per_step / median_step / 1e12,
-            "tflops_samples": tflops_samples,
-            "checkpoint": checkpoint,
-            "compile_fallback": compile_fallback,
-        }
-        everyone: list[Any] = [None] * env.world_size
-        dist.all_gather_object(everyone, mine)
-        if env.rank != 0:
-            return None
+    optimizer = make_optimizer(model)
+    # Large buckets: under torch.compile every bucket boundary splits the graph,
+    # and 25 MB buckets would mean ~150 compiled pieces for 944 M parameters.
+    ddp_kwargs: dict[str, Any] = {"bucket_cap_mb": args.bucket_mb, "gradient_as_bucket_view": True}
+    if cuda:
+        ddp_kwargs["device_ids"] = [env.local_rank]
+    net: Any = DDP(model, **ddp_kwargs)
+    if compile_model:
+        net = torch.compile(net)
 
-        report.details.update(
-            {
-                "model": {"preset": preset, **cfg.to_dict(), "parameters": n_params},
-                "flops_per_token": fpt,
-                "flops_formula": "6N + 12*L*d*seq",
-                "steps": steps,
-                "warmup_steps": warmup,
-                "compile": compile_model,
-                "backend": backend,
-                "world_size": env.world_size,
-                "train_wall_s": train_wall,
-                "loss_rank0": loss_values,
-                "grad_norm_rank0": norm_values,
-                "clip_grad": args.clip_grad,
-                "step_time_s": {"median": median_step, **step_spread},
-                "ranks": [{k: v for k, v in r.items() if k != "tflops_samples"} for r in everyone],
-            }
-        )
-        reported = sorted(r["rank"] for r in everyone)
-        if reported != list(range(env.world_size)):
-            report.error(f"ranks reporting: {reported}, expected 0..{env.world_size - 1}")
-        if args.expect_world_size is not None and env.world_size != args.expect_world_size:
-            report.error(f"world size {env.world_size}, expected {args.expect_world_size}")
-        for r in everyone:
-            label = f"{r['host']}/rank{r['rank']}"
-            if not r["loss_finite"]:
-                report.error("loss became NaN or infinite", label)
-            elif r["loss_last_window"] >= r["loss_first_window"]:
-                report.error(f"loss did not fall: {r['loss_first_window']:.3f} -> {r['loss_last_window']:.3f}", label)
-            for spike in r["loss_spikes"][:3]:
-                report.error(
-                    f"loss spiked at step {spike['step']}: {spike['loss']:.3f} after falling to {spike['low']:.3f}",
-                    label,
-                )
-            if r["compile_fallback"]:
-                report.warning(f"torch.compile failed, ran eager: {r['compile_fallback']}", label)
-        checkpoint_findings(report, everyone, lambda r: f"{r['host']}/rank{r['rank']}")
-        if not args.checkpoint_dir:
-            report.info(f"checkpoint went to local {base}; pass --checkpoint-dir on shared storage to test it")
-        writer = everyone[0]["checkpoint"]
-        if writer.get("write_s"):
-            report.measure("checkpoint_write_gbps", writer["bytes"] / writer["write_s"] / 1e9, "GB/s", None)
-
-        if cuda:
-            for r in everyone:
-                label = f"{r['host']}/gpu{r['local_rank']}"
-                m = report.measure_samples("smoke_tflops_per_gpu", r["tflops_samples"], "TFLOP/s", label)
-                if m is None:
-                    continue
-                if args.peak_tflops:
-                    samples = [t / args.peak_tflops for t in r["tflops_samples"]]
-                    mfu = report.measure_samples("smoke_mfu", samples, "fraction", label)
-                    if mfu is not None and args.min_mfu is not None and mfu.value < args.min_mfu:
-                        report.error(f"MFU {mfu.value:.1%} is below {args.min_mfu:.1%}", label)
-                progress(
-                    f"{label}: {m.value:.1f} TFLOP/s per GPU"
-                    + (f" = {m.value / args.peak_tflops:.1%} MFU" if args.peak_tflops else "")
-                )
-        else:
-            # Steps are in lockstep under DDP, so step i of every rank of a host adds up.
-            per_node: dict[str, list[float]] = {}
-            for r in everyone:
-                totals = per_node.setdefault(r["host"], [0.0] * len(r["tflops_samples"]))
-                for i, value in enumerate(r["tflops_samples"]):
-                    totals[i] += value
-            for host, totals in per_node.items():
-                report.measure_samples("smoke_tflops_per_node", totals, "TFLOP/s", host)
-        loss0 = everyone[0]
+    gen = torch.Generator(device=device).manual_seed(args.seed * 1000 + env.rank)
+    pool = [synthetic_batch(cfg, gen, device) for _ in range(args.batch_pool)]
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
+    losses: list[Any] = []
+    grad_norms: list[Any] = []
+    max_norm = args.clip_grad if args.clip_grad > 0 else math.inf
+    step_times: list[float] = []
+    events = []
+    compile_fallback = None
+    if env.rank == 0:
         progress(
-            f"loss {loss0['loss_first_window']:.3f} -> {loss0['loss_last_window']:.3f}; "
-            f"checkpoint exact on {sum(bool(r['checkpoint'].get('exact')) for r in everyone)}/{env.world_size} ranks"
+            f"{preset}: {n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
+            f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={compile_model}"
         )
-        return report.to_dict()
-    finally:
-        dist.destroy_process_group()
+    wall0 = time.perf_counter()
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, warmup))
+        x, y = pool[step % len(pool)]
+        if cuda:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+        t0 = time.perf_counter()
+        try:
+            with autocast:
+                loss = net(x, y)
+            loss.backward()
+        except Exception as exc:  # noqa: BLE001 - compile problems fall back to eager
+            if not (compile_model and step == 0):
+                raise
+            compile_fallback = f"{type(exc).__name__}: {str(exc)[:300]}"
+            progress(f"torch.compile failed, continuing eager: {compile_fallback}")
+            optimizer.zero_grad(set_to_none=True)
+            net = DDP(model, **ddp_kwargs)
+            with autocast:
+                loss = net(x, y)
+            loss.backward()
+        # The norm before clipping, kept for the report: a spike in it explains a spike in the loss.
+        grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).detach())
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+        if cuda:
+            end.record()
+            events.append((begin, end))
+        else:
+            step_times.append(time.perf_counter() - t0)
+        if step == 0 and env.rank == 0:
+            if cuda:
+                torch.cuda.synchronize(device)
+            progress(f"first step (with compilation) took {time.perf_counter() - wall0:.1f} s")
+    if cuda:
+        torch.cuda.synchronize(device)
+        step_times = [b.elapsed_time(e) / 1e3 for b, e in events]
+    loss_values = [float(v) for v in torch.stack(losses).float().cpu().tolist()]
+    norm_values = [float(v) for v in torch.stack(grad_norms).float().cpu().tolist()]
+    train_wall = time.perf_counter() - wall0
+
+    timed = step_times[warmup:]
+    median_step, step_spread = summarize(timed)
+    tokens_per_step = cfg.micro_batch * cfg.seq_len
+    fpt = flops_per_token(n_params, cfg)
+    tflops_samples = [fpt * tokens_per_step / t / 1e12 for t in timed]
+    window = max(1, min(5, steps // 4))
+    first, last = loss_values[:window], loss_values[-window:]
+    finite = all(math.isfinite(v) for v in loss_values)
+
+    # Checkpoint: a run directory every rank agrees on.
+    names = [uuid.uuid4().hex[:12] if env.rank == 0 else None]
+    dist.broadcast_object_list(names, src=0)
+    base = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(tempfile.gettempdir())
+    run_dir = base / f"podctl-smoke-{names[0]}"
+    if env.rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+
+    def barrier() -> None:
+        dist.barrier()
+
+    checkpoint = checkpoint_round_trip(
+        model,
+        optimizer,
+        lambda: _build(GPT, cfg, device),
+        make_optimizer,
+        run_dir / "checkpoint.pt",
+        env.rank == 0,
+        barrier,
+        device,
+    )
+    dist.barrier()
+    if env.rank == 0 and not args.keep_checkpoint:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    mine = {
+        "rank": env.rank,
+        "local_rank": env.local_rank,
+        "host": hostname(),
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "loss_first_window": sum(first) / len(first),
+        "loss_last_window": sum(last) / len(last),
+        "loss_finite": finite,
+        "loss_spikes": loss_spikes(loss_values),
+        "median_step_s": median_step,
+        "tflops": fpt * tokens_per_step / median_step / 1e12,
+        "tflops_samples": tflops_samples,
+        "checkpoint": checkpoint,
+        "compile_fallback": compile_fallback,
+    }
+    everyone: list[Any] = [None] * env.world_size
+    dist.all_gather_object(everyone, mine)
+    if env.rank != 0:
+        return None
+
+    report.details.update(
+        {
+            "model": {"preset": preset, **cfg.to_dict(), "parameters": n_params},
+            "flops_per_token": fpt,
+            "flops_formula": "6N + 12*L*d*seq",
+            "steps": steps,
+            "warmup_steps": warmup,
+            "compile": compile_model,
+            "backend": backend,
+            "world_size": env.world_size,
+            "train_wall_s": train_wall,
+            "loss_rank0": loss_values,
+            "grad_norm_rank0": norm_values,
+            "clip_grad": args.clip_grad,
+            "step_time_s": {"median": median_step, **step_spread},
+            "ranks": [{k: v for k, v in r.items() if k != "tflops_samples"} for r in everyone],
+        }
+    )
+    reported = sorted(r["rank"] for r in everyone)
+    if reported != list(range(env.world_size)):
+        report.error(f"ranks reporting: {reported}, expected 0..{env.world_size - 1}")
+    if args.expect_world_size is not None and env.world_size != args.expect_world_size:
+        report.error(f"world size {env.world_size}, expected {args.expect_world_size}")
+    for r in everyone:
+        label = f"{r['host']}/rank{r['rank']}"
+        if not r["loss_finite"]:
+            report.error("loss became NaN or infinite", label)
+        elif r["loss_last_window"] >= r["loss_first_window"]:
+            report.error(f"loss did not fall: {r['loss_first_window']:.3f} -> {r['loss_last_window']:.3f}", label)
+        for spike in r["loss_spikes"][:3]:
+            report.error(
+                f"loss spiked at step {spike['step']}: {spike['loss']:.3f} after falling to {spike['low']:.3f}",
+                label,
+            )
+        if r["compile_fallback"]:
+            report.warning(f"torch.compile failed, ran eager: {r['compile_fallback']}", label)
+    checkpoint_findings(report, everyone, lambda r: f"{r['host']}/rank{r['rank']}")
+    if not args.checkpoint_dir:
+        report.info(f"checkpoint went to local {base}; pass --checkpoint-dir on shared storage to test it")
+    writer = everyone[0]["checkpoint"]
+    if writer.get("write_s"):
+        report.measure("checkpoint_write_gbps", writer["bytes"] / writer["write_s"] / 1e9, "GB/s", None)
+
+    if cuda:
+        for r in everyone:
+            label = f"{r['host']}/gpu{r['local_rank']}"
+            m = report.measure_samples("smoke_tflops_per_gpu", r["tflops_samples"], "TFLOP/s", label)
+            if m is None:
+                continue
+            if args.peak_tflops:
+                samples = [t / args.peak_tflops for t in r["tflops_samples"]]
+                mfu = report.measure_samples("smoke_mfu", samples, "fraction", label)
+                if mfu is not None and args.min_mfu is not None and mfu.value < args.min_mfu:
+                    report.error(f"MFU {mfu.value:.1%} is below {args.min_mfu:.1%}", label)
+            progress(
+                f"{label}: {m.value:.1f} TFLOP/s per GPU"
+                + (f" = {m.value / args.peak_tflops:.1%} MFU" if args.peak_tflops else "")
+            )
+    else:
+        # Steps are in lockstep under DDP, so step i of every rank of a host adds up.
+        per_node: dict[str, list[float]] = {}
+        for r in everyone:
+            totals = per_node.setdefault(r["host"], [0.0] * len(r["tflops_samples"]))
+            for i, value in enumerate(r["tflops_samples"]):
+                totals[i] += value
+        for host, totals in per_node.items():
+            report.measure_samples("smoke_tflops_per_node", totals, "TFLOP/s", host)
+    loss0 = everyone[0]
+    progress(
+        f"loss {loss0['loss_first_window']:.3f} -> {loss0['loss_last_window']:.3f}; "
+        f"checkpoint exact on {sum(bool(r['checkpoint'].get('exact')) for r in everyone)}/{env.world_size} ranks"
+    )
+    return report.to_dict()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -109,3 +109,30 @@ def test_a_local_rank_stuck_after_rank_0_answered_is_stopped_after_the_grace(mon
         envelope["details"]["launch"]["exit_codes"][1] is not None
         and envelope["details"]["launch"]["exit_codes"][1] < 0
     )
+
+
+def _answer_then_hold_the_exit(env, args):  # spawned: a module-level function
+    import threading
+
+    # A thread the interpreter would wait for at exit: what a teardown that never ends looks
+    # like to the process (torch 2.6's gloo in destroy_process_group, on Debian 13).
+    threading.Thread(target=threading.Event().wait).start()
+    if env.rank == 0:
+        return {"check": "held", "status": "pass", "measurements": [], "findings": [], "details": {}}
+    return None
+
+
+def test_local_ranks_end_once_their_answer_is_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each local rank leaves as soon as its answer is with the launcher: nothing at its exit
+    holds the check, and no rank needs stopping."""
+    import argparse
+    import time
+
+    import validation.launch as launch
+
+    monkeypatch.setattr(launch, "STRAGGLER_GRACE_S", 60.0)
+    started = time.monotonic()
+    envelope = launch.spawn_local("held", 2, _answer_then_hold_the_exit, argparse.Namespace(), timeout_s=120)
+    assert time.monotonic() - started < 45
+    assert envelope["status"] == "pass"
+    assert envelope["details"]["launch"] == {"mode": "local-procs", "exit_codes": [0, 0]}

@@ -180,9 +180,7 @@ class ServiceSections:
                     "or list one controller",
                     code="slurm-failover",
                 )
-        self.slurm_releases(controllers, bool(s.get("accounting", False)))
-        self.slurm_select_type(controllers)
-        return Slurm(
+        slurm = Slurm(
             cluster_name=s.get("cluster_name", site_name),
             controllers=controllers,
             accounting=s.get("accounting", False),
@@ -193,14 +191,18 @@ class ServiceSections:
             health_check=self.health_check(path + ("health_check",), s.get("health_check", {}), storage),
             restart_batch=s.get("restart_batch", Slurm.restart_batch),
         )
+        self.slurm_releases(slurm)
+        self.slurm_select_type(controllers)
+        return slurm
 
-    def slurm_releases(self, controllers: tuple[str, ...], accounting: bool) -> None:
+    def slurm_releases(self, slurm: Slurm) -> None:
         """Slurm's version rule over the Slurm each node's OS ships (podctl.platforms): a site that
         mixes releases across its Slurm daemons is refused where the newer or older OS is given."""
+        controllers = slurm.controllers
         daemons = [platforms.SlurmDaemon(host, "slurmctld", self.by_name[host].platform.slurm) for host in controllers]
-        if accounting and controllers:
+        if slurm.dbd_host is not None:
             daemons.append(
-                platforms.SlurmDaemon(controllers[0], "slurmdbd", self.by_name[controllers[0]].platform.slurm)
+                platforms.SlurmDaemon(slurm.dbd_host, "slurmdbd", self.by_name[slurm.dbd_host].platform.slurm)
             )
         for node in self.nodes:
             if Role.COMPUTE in node.roles:

@@ -91,15 +91,13 @@ def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_
         # Plain Ansible over OpenSSH (--no-mitogen) finds the same drift, node by node, reason by reason.
         rc, plain, _ = pod.validate("node-faults-openssh", "--suite", "conformance", "--no-mitogen")
 
-        # Slurm's view of node01 moves on between the two runs (idle* "not responding", then down*
-        # once slurmctld gives up on it: seen on 24.11), so that one line is compared by its kind.
+        # Slurm's view of node01 is not the strategy's finding and moves on between the two runs,
+        # by the clock alone (none yet, then idle* "not responding", then down* once slurmctld
+        # gives up on it: each seen on 24.11), so those lines are left out of the comparison.
         def drift(failures: dict) -> dict:
             return {n: [r for r in rs if "in Slurm (state" not in r] for n, rs in failures.items()}
 
         assert rc == 1 and drift(plain["failures"]) == drift(data["failures"]), (plain["failures"], data["failures"])
-        assert any("in Slurm (state" in r for r in plain["failures"]["node01"]) == any(
-            "in Slurm (state" in r for r in data["failures"]["node01"]
-        )
     finally:
         pod.sh("node03", "sed -i '/^# edited by hand$/d' /etc/slurm/slurm.conf")
         podctl("sim", "fault", "--pod", POD, "node01", "--clear")

@@ -119,9 +119,12 @@ def _snapshot(root: Path, skip: Path) -> set[str]:
 
 
 def _poison(data: Any, suffix: str, hosts: frozenset[str], key: str = "") -> Any:
-    """Every string leaf with `suffix` appended, but connection variables (ssh needs them) and the
-    node names: they are the inventory's host names (hosts.yml, left as written), and the roles'
-    preflight rightly stops a node that is not in the host list it is given."""
+    """Every string leaf with `suffix` appended, but connection variables (ssh needs them), the
+    node names and the node's OS (podctl_os): the names are the inventory's host names (hosts.yml,
+    left as written), and the roles' preflight rightly stops a node that is not in the host list
+    it is given, as the platform role stops one that runs another OS than the one named."""
+    if key == "podctl_os":
+        return data
     if isinstance(data, dict):
         return {k: _poison(v, suffix, hosts, k) for k, v in data.items()}
     if isinstance(data, list):

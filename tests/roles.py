@@ -19,6 +19,7 @@ from types import ModuleType
 
 import yaml
 
+from podctl import platforms
 from podctl.assets import roles_dir
 from podctl.site import load_site
 
@@ -84,6 +85,7 @@ def render_templates(
         json.dumps(
             {
                 "_podctl_slurm_version": slurm_version,
+                "podctl_platform": platform_vars(slurm_version),
                 **(overrides or {}),
                 "_podctl_test_templates": dict(templates),
             }
@@ -100,6 +102,14 @@ def render_templates(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return {name: (out / name).read_text() for name in templates}
+
+
+def platform_vars(slurm_version: str) -> dict[str, object]:
+    """`podctl_platform` as the platform role loads it on a node of the release that ships Slurm
+    `slurm_version` (its vars file)."""
+    (platform,) = [p for p in platforms.SUPPORTED if str(p.slurm) == slurm_version]
+    path = roles_dir() / "platform" / "vars" / f"{platform.key}.yml"
+    return dict(yaml.safe_load(path.read_text())["podctl_platform"])
 
 
 def bcrypt_filter() -> ModuleType:

@@ -32,6 +32,9 @@ def test_a_vars_file_says_what_the_table_says(platform: platforms.Platform) -> N
     )
     assert found["slurm"] == str(platform.slurm)
     assert isinstance(found["python_packages"], dict)
+    pid_files = found["slurm_pid_files"]
+    assert sorted(pid_files) == ["slurmctld", "slurmd", "slurmdbd"]
+    assert all(path.startswith("/run/") and path.endswith(".pid") for path in pid_files.values())
 
 
 def test_the_roles_interface_is_declared() -> None:

@@ -80,6 +80,10 @@ NOT_ABOUT_THE_CONFIG = (
     "_shutdown_bu_thread:send/recv",
     # The host's clock under load (slurmctld times gettimeofday at start), not the file's content.
     "High latency for 1000 calls to gettimeofday()",
+    # Slurm 24.11's slurmdbd, whenever a cluster is added to accounting: seen both when sacctmgr
+    # adds it (the role, before slurmctld's first start) and when slurmctld registers it itself
+    # (the cluster deleted, slurmctld started), on a sim head node (2026-12-06). 22.05 says nothing.
+    "We can't find assoc 1 on cluster ",
 )
 
 
@@ -111,6 +115,8 @@ for dir in /var/lib/slurm /var/log/slurm /run/munge "$STATE_ROOT"; do
     mkdir -p "$dir" && mount -t tmpfs tmpfs "$dir"
 done
 mkdir -p "$STATE" /var/lib/slurm/slurmd && chown -R slurm "$STATE" /var/lib/slurm /var/log/slurm
+# The folders of the pid files: the units' runtime directories, which systemd makes.
+for dir in $RUN_DIRS; do mkdir -p "$dir" && chown slurm "$dir"; done
 chown munge /run/munge
 install -o munge -m 0400 "$WORK/munge.key" /run/munge/munge.key
 runuser -u munge -- munged --key-file=/run/munge/munge.key --force
@@ -244,6 +250,15 @@ def _start_slurm_daemons(name: str, generation: str, tmp_path: Path, overrides: 
         else "/var/lib/slurm",
         # Node registration where the sim's nodes are this machine: real hardware it is not.
         "NODE": compute if emulated else "",
+        "RUN_DIRS": " ".join(
+            sorted(
+                {
+                    str(Path(line.split("=", 1)[1]).parent)
+                    for line in conf.splitlines()
+                    if line.startswith(("SlurmctldPidFile=", "SlurmdPidFile="))
+                }
+            )
+        ),
     }
     proc = subprocess.run(
         _sandbox(platform, SANDBOX, ["-u", "-n", "-m"], env, tmp_path),

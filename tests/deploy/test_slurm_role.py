@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from podctl.assets import roles_dir
+from tests.roles import platform_vars
 
 pytestmark = pytest.mark.deploy
 
@@ -199,9 +200,12 @@ def render(tmp_path: Path, overrides: dict) -> dict[str, str]:
         )
     )
     # Extra vars: the role's defaults are loaded as vars_files here, which
-    # would outrank play vars.
+    # would outrank play vars. podctl_platform: what the platform role loads on node01's release.
+    from podctl.site import load_site
+
+    platform = platform_vars(str(load_site(SIM_SITE).node("node01").platform.slurm))
     extra = tmp_path / "overrides.json"
-    extra.write_text(json.dumps(overrides))
+    extra.write_text(json.dumps({"podctl_platform": platform, **overrides}))
     env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra}", str(playbook)],

@@ -111,12 +111,13 @@ ip link set v0 up
 ip link set v1 up
 mount --bind "$WORK/hosts" /etc/hosts
 mount --bind "$WORK/etc-slurm" /etc/slurm
-for dir in /var/lib/slurm /var/log/slurm /run/munge "$STATE_ROOT"; do
+# The folders of the pid files first (the units' runtime directories, which systemd makes; /run
+# itself for 22.05): each a tmpfs of the sandbox's own, so no daemon writes into the host's /run
+# and two sandboxes at once never share a pid file.
+for dir in $RUN_DIRS /var/lib/slurm /var/log/slurm /run/munge "$STATE_ROOT"; do
     mkdir -p "$dir" && mount -t tmpfs tmpfs "$dir"
 done
 mkdir -p "$STATE" /var/lib/slurm/slurmd && chown -R slurm "$STATE" /var/lib/slurm /var/log/slurm
-# The folders of the pid files: the units' runtime directories, which systemd makes.
-for dir in $RUN_DIRS; do mkdir -p "$dir" && chown slurm "$dir"; done
 chown munge /run/munge
 install -o munge -m 0400 "$WORK/munge.key" /run/munge/munge.key
 runuser -u munge -- munged --key-file=/run/munge/munge.key --force

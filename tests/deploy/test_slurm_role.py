@@ -17,13 +17,12 @@ import pytest
 import yaml
 
 from podctl.assets import roles_dir
-from tests.roles import platform_vars
+from tests.roles import render_templates
 
 pytestmark = pytest.mark.deploy
 
 REPO = Path(__file__).resolve().parents[2]
 # The console script next to this interpreter (podctl has no __main__).
-PODCTL = str(Path(sys.executable).parent / "podctl")
 ROLE = roles_dir() / "slurm"
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
 TEMPLATES = ["slurm.conf", "gres.conf", "cgroup.conf", "topology.conf"]
@@ -168,54 +167,11 @@ def sim_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def render(tmp_path: Path, overrides: dict) -> dict[str, str]:
-    """Render the role's templates with the sim inventory's facts (`podctl inventory`, which asks
-    podctl's state whether the nodes are a sim pod's) plus `overrides`."""
-    inventory = tmp_path / "inventory"
-    subprocess.run([PODCTL, "inventory", str(SIM_SITE), "-o", str(inventory)], check=True, capture_output=True)
-    out = tmp_path / "out"
-    out.mkdir()
-    playbook = tmp_path / "render.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "Render",
-                    "hosts": "node01",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
-                    "tasks": [
-                        {
-                            "name": "Render",
-                            "ansible.builtin.template": {
-                                "src": str(ROLE / "templates" / "{{ item }}.j2"),
-                                "dest": f"{out}/{{{{ item }}}}",
-                                "mode": "0644",
-                            },
-                            "loop": TEMPLATES,
-                        }
-                    ],
-                }
-            ]
-        )
+    """Render the role's templates for node01 with the sim inventory's facts (`podctl inventory`,
+    which asks podctl's state whether the nodes are a sim pod's) plus `overrides`."""
+    return render_templates(
+        SIM_SITE, "slurm", "node01", {name: f"{name}.j2" for name in TEMPLATES}, tmp_path, overrides
     )
-    # Extra vars: the role's defaults are loaded as vars_files here, which
-    # would outrank play vars. podctl_platform: what the platform role loads on node01's release.
-    from podctl.site import load_site
-
-    platform = platform_vars(str(load_site(SIM_SITE).node("node01").platform.slurm))
-    extra = tmp_path / "overrides.json"
-    extra.write_text(json.dumps({"podctl_platform": platform, **overrides}))
-    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), "-e", f"@{extra}", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {name: (out / name).read_text() for name in TEMPLATES}
 
 
 @pytest.mark.ansible

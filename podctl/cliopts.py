@@ -22,6 +22,19 @@ def mitogen_option(command: F) -> F:
     )(command)
 
 
+def full_drift_option(command: F) -> F:
+    """--full-drift: the drift check runs the roles in check mode even where every node's record of
+    its last converged deploy holds (podctl.converged)."""
+    return click.option(
+        "--full-drift",
+        "full_drift",
+        is_flag=True,
+        envvar="PODCTL_FULL_DRIFT",
+        help="Run the roles in check mode for the drift check even when every node is as its last deploy "
+        "left it (env PODCTL_FULL_DRIFT=1).",
+    )(command)
+
+
 def vault_options(command: F) -> F:
     """--vault-password-file and --vault-id: the vault secret Ansible opens the site's `!vault`
     values with (podctl.secrets)."""

@@ -175,6 +175,21 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
     return out
 
 
+def controller_inputs(site: Site) -> list[tuple[Path, bool]]:
+    """The controller's files and folders that the inventory names for the roles to copy to the
+    nodes, each with whether its content counts (False: a folder of wheels, compared by names,
+    sizes and times). podctl.converged puts them in a deploy's fingerprint; the inventory above
+    names the same paths (tests/test_inventory.py holds the two together)."""
+    out: list[tuple[Path, bool]] = [(validation_package(), True)]
+    if site.monitoring:
+        out.append((state.monitoring_password_path(site.name), True))
+        if site.monitoring.tls:
+            out += [(Path(site.monitoring.tls.cert), True), (Path(site.monitoring.tls.key), True)]
+    if site.validation.tools.wheels:
+        out.append((Path(site.validation.tools.wheels), False))
+    return out
+
+
 def _health_check_vars(hc: HealthCheck | None) -> dict[str, object] | None:
     if hc is None:
         return None

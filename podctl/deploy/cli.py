@@ -24,6 +24,7 @@ from .. import assets, state
 from ..ansible import ansible_settings, refuse_templates, stdout_tail
 from ..cliopts import mitogen_option, vault_options
 from ..console import make_console, piped_width, styled
+from ..converged import Verdicts
 from ..secrets import resolve_files, vault_env
 from ..state import private_key_for
 from .errors import DeployError
@@ -54,6 +55,7 @@ class LiveProgress:
         self.done_stages: list[str] = []
         self.failed: dict[str, str] = {}
         self.printed_failures: set[tuple[str, str]] = set()
+        self.unchanged = False  # every host was as its record says: no stage ran
 
     def on_event(self, event: dict[str, Any], recap: Recap, console: Console) -> None:
         with self.lock:
@@ -86,8 +88,9 @@ class LiveProgress:
                         )
             self.failed = {h: recap.hosts[h].status for h in recap.failed_hosts}
 
-    def finish(self) -> None:
+    def finish(self, unchanged: bool = False) -> None:
         with self.lock:
+            self.unchanged = unchanged
             if self.stage and self.stage not in self.done_stages:
                 self.done_stages.append(self.stage)
             self.stage = None
@@ -102,7 +105,9 @@ class LiveProgress:
             for stage in self.stages:
                 seen = self.stage_hosts.get(stage, set())
                 failed = len([h for h in seen if h in self.failed])
-                if stage in self.done_stages:
+                if self.unchanged:
+                    state, done, task = styled(("unchanged", "green")), f"{len(self.hosts)}/{len(self.hosts)}", ""
+                elif stage in self.done_stages:
                     state, done, task = styled(("done", "green")), f"{len(seen) - failed}/{len(self.hosts)}", ""
                 elif stage == self.stage:
                     state = styled(("running", "yellow"))
@@ -152,6 +157,21 @@ def recap_table(recap: Recap) -> Table:
 
 def print_result(result: DeployResult, console: Console) -> None:
     console.print(recap_table(result.recap))
+    if result.skipped:
+        verdicts = result.verdicts
+        assert verdicts is not None
+        console.print(
+            f"nothing to change: every host is as the last deploy left it ({verdicts.resources} resources "
+            f"checked on {len(verdicts.hosts)} host(s) against their records in {verdicts.seconds:.1f} s); "
+            "`--full` runs every task anyway",
+            style="green",
+            soft_wrap=True,
+        )
+    if result.seal is not None and result.seal.failed:
+        for host, why in sorted(result.seal.failed.items()):
+            console.print(
+                f"{host}: no record of this run was kept ({why}): its next deploy runs every task", style="yellow"
+            )
     gates = sorted({g for r in result.recap.hosts.values() for g in r.hardware_gates})
     if gates:
         console.print("skipped by hardware: " + "; ".join(gates), style="dim")
@@ -217,6 +237,11 @@ def print_result(result: DeployResult, console: Console) -> None:
     default=None,
     help="Folder with site.yml and the stage playbooks (default: podctl's own).",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Run every task even when every host is as the last deploy left it (its record says so).",
+)
 @vault_options
 @mitogen_option
 def deploy(
@@ -234,6 +259,7 @@ def deploy(
     vault_password_files: tuple[str, ...],
     vault_ids: tuple[str, ...],
     no_mitogen: bool,
+    full: bool,
 ) -> None:
     """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring, validation-tools."""
     from podctl.site import load_site
@@ -273,6 +299,8 @@ def deploy(
         diff=diff,
         max_fail_percent=max_fail_percent,
         sim=state.sim_pod(site),
+        # Ansible's defaults stand for plain Ansible, which has no record to consult.
+        full=full or ansible_defaults,
     )
     mode = (
         "Ansible defaults"
@@ -291,8 +319,15 @@ def deploy(
             if diff:
                 _print_diff(event, live.console)
 
-        result = execute(request, on_event=on_event)
-        progress.finish()
+        def on_verdicts(verdicts: Verdicts) -> None:
+            if not verdicts.converged:
+                asked = f"records checked in {verdicts.seconds:.1f} s" if verdicts.seconds else "records not asked"
+                live.console.print(f"{asked}; running every task, because:", style="dim")
+                for line in verdicts.summary():
+                    live.console.print("  " + line, style="dim", soft_wrap=True)
+
+        result = execute(request, on_event=on_event, on_verdicts=on_verdicts)
+        progress.finish(unchanged=result.skipped)
     if not err_console.is_terminal:
         err_console.print()  # a piped log would run the last progress line into the recap
     print_result(result, out_console)

@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import assets, converged
 from ..ansible import AnsibleSettings, run_playbook, scrub_env
-from ..inventory import write_inventory
+from ..inventory import controller_inputs, write_inventory
 from ..model import Site
 from .errors import DeployError
 from .recap import Recap
@@ -47,6 +48,29 @@ def fact_cache_dir(runs_dir: Path, pod: str) -> Path:
     return runs_dir / "cache" / pod / "facts"
 
 
+def sealed_note_path(runs_dir: Path, pod: str) -> Path:
+    """What this controller last left in each node's record (podctl.converged): host -> the
+    fingerprint sealed there, or "" once a run forgot it. Only ever used to skip asking nodes
+    whose answer is certain to be no; a missing note means: ask."""
+    return runs_dir / "cache" / pod / "converged.json"
+
+
+def _read_note(path: Path) -> dict[str, str]:
+    try:
+        note = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(h): str(f) for h, f in note.items()} if isinstance(note, dict) else {}
+
+
+def _write_note(path: Path, changes: dict[str, str]) -> None:
+    note = _read_note(path) | changes
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(note, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
 @dataclass
 class DeployRequest:
     site: Site
@@ -60,6 +84,15 @@ class DeployRequest:
     diff: bool
     max_fail_percent: float
     sim: bool = False  # the nodes are containers `podctl sim up` made (podctl.state.sim_pod)
+    full: bool = False  # run every task even when every host's record says nothing would change
+
+
+@dataclass
+class Seal:
+    """The records a successful run left: hosts that could not keep one, and why."""
+
+    failed: dict[str, str]
+    seconds: float
 
 
 @dataclass
@@ -70,6 +103,14 @@ class DeployResult:
     status: str
     aborted: str | None
     seconds: float
+    # The records' answer before the run: all converged means no playbook ran (podctl.converged).
+    verdicts: converged.Verdicts | None = None
+    seal: Seal | None = None
+
+    @property
+    def skipped(self) -> bool:
+        """Every host was as its record says: nothing was run but the look."""
+        return self.verdicts is not None and self.verdicts.converged
 
     @property
     def ok(self) -> bool:
@@ -99,7 +140,7 @@ def prepare(request: DeployRequest) -> tuple[Path, Path]:
     run_dir = new_run_dir(request.runs_dir)
     write_inventory(request.site, run_dir / "inventory", sim=request.sim)
     playbook = run_dir / "playbook.yml"
-    playbook.write_text(wrapper_playbook(playbooks), encoding="utf-8")
+    playbook.write_text(wrapper_playbook(playbooks, forget=not request.check), encoding="utf-8")
     (run_dir / "settings.json").write_text(
         json.dumps(
             {
@@ -120,16 +161,80 @@ def prepare(request: DeployRequest) -> tuple[Path, Path]:
     return run_dir, playbook
 
 
-def execute(request: DeployRequest, on_event: Callable[[dict[str, Any], Recap], None] | None = None) -> DeployResult:
+def run_fingerprint(request: DeployRequest, inventory_dir: Path) -> str:
+    return converged.fingerprint(
+        inventory_dir,
+        controller_inputs(request.site),
+        request.stages,
+        request.hosts,
+        playbooks_dir=None if request.playbooks_dir == assets.playbooks_dir().resolve() else request.playbooks_dir,
+    )
+
+
+def _write_recap(run_dir: Path, body: dict[str, Any]) -> None:
+    (run_dir / "recap.json").write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+
+
+def execute(
+    request: DeployRequest,
+    on_event: Callable[[dict[str, Any], Recap], None] | None = None,
+    on_verdicts: Callable[[converged.Verdicts], None] | None = None,
+) -> DeployResult:
     run_dir, playbook = prepare(request)
+    verdicts = None
+    note_path = sealed_note_path(request.runs_dir, request.site.name)
+    fingerprint = run_fingerprint(request, run_dir / "inventory")
+    note = _read_note(note_path)
+    records = converged.Target(run_dir, run_dir / "inventory", request.settings, request.hosts, request.limited)
+    # A host whose record this controller knows to hold other inputs (or none) cannot answer yes.
+    certain_no = [h for h in request.hosts if h in note and note[h] != fingerprint]
+    if not request.check and not request.full and not certain_no:
+        look = Recap(request.hosts)
+
+        def look_handler(event: dict[str, Any]) -> None:
+            look.feed(event)
+            if on_event is not None:
+                on_event(event, look)
+
+        verdicts = converged.verify(records, fingerprint, on_event=look_handler)
+        if verdicts.converged:
+            _write_recap(
+                run_dir,
+                {"status": "successful", "rc": 0, "aborted": None, "seconds": round(verdicts.seconds, 2),
+                 **look.as_dict(), **converged.record_json(verdicts)},
+            )  # fmt: skip
+            return DeployResult(run_dir, look, 0, "successful", None, verdicts.seconds, verdicts=verdicts)
+    elif not request.check and not request.full:
+        verdicts = converged.Verdicts(
+            {
+                h: converged.HostVerdict(
+                    False,
+                    [
+                        "its record was forgotten by a run that did not finish"
+                        if note[h] == ""
+                        else "the inputs changed since this controller's last deploy that converged it"
+                    ],
+                )
+                for h in certain_no
+            },
+            0.0,
+            run_dir,
+        )
+    if verdicts is not None and on_verdicts is not None:
+        on_verdicts(verdicts)
     recap = Recap(request.hosts)
+    tools = request.site.validation.tools.path if "validation-tools" in request.stages else None
+    collector = converged.ResourceCollector(tools_path=tools)
     threshold = FailureThreshold(request.max_fail_percent, len(request.hosts))
 
     def event_handler(event: dict[str, Any]) -> None:
         recap.feed(event)
+        collector.feed(event)
         if on_event is not None:
             on_event(event, recap)
 
+    if not request.check:
+        _write_note(note_path, dict.fromkeys(request.hosts, ""))  # the run's first play forgets them
     started = time.monotonic()
     run = run_playbook(
         private_data_dir=run_dir,
@@ -143,20 +248,33 @@ def execute(request: DeployRequest, on_event: Callable[[dict[str, Any], Recap], 
         cancel=lambda: threshold.exceeded(len(recap.failed_hosts)),
     )
     seconds = time.monotonic() - started
-    (run_dir / "recap.json").write_text(
-        json.dumps(
-            {
-                "status": run.status,
-                "rc": run.rc,
-                "aborted": threshold.reason,
-                "seconds": round(seconds, 2),
-                **recap.as_dict(),
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
+    result = DeployResult(
+        run_dir=run_dir,
+        recap=recap,
+        rc=run.rc,
+        status=run.status,
+        aborted=threshold.reason,
+        seconds=seconds,
+        verdicts=verdicts,
     )
-    return DeployResult(
-        run_dir=run_dir, recap=recap, rc=run.rc, status=run.status, aborted=threshold.reason, seconds=seconds
-    )
+    if result.ok and not request.check:
+        # Fingerprinted after the run: a controller file the run itself made (the monitoring
+        # password) is one the next run finds.
+        sealed = time.monotonic()
+        sealed_print = run_fingerprint(request, run_dir / "inventory")
+        failed = converged.seal(records, sealed_print, collector.resources())
+        result.seal = Seal(failed, time.monotonic() - sealed)
+        _write_note(note_path, {h: sealed_print for h in request.hosts if h not in failed})
+    body: dict[str, Any] = {
+        "status": run.status,
+        "rc": run.rc,
+        "aborted": threshold.reason,
+        "seconds": round(seconds, 2),
+        **recap.as_dict(),
+    }
+    if verdicts is not None:
+        body |= converged.record_json(verdicts)
+    if result.seal is not None:
+        body["sealed"] = {"seconds": round(result.seal.seconds, 2), "failed": result.seal.failed}
+    _write_recap(run_dir, body)
+    return result

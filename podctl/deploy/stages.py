@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import converged
 from ..assets import STAGES, stage_playbook_name, validation_package
 from ..assets import playbooks_dir as collection_playbooks
 from ..model import Site
@@ -59,11 +60,15 @@ def stage_playbooks(playbooks_dir: Path, stages: list[str]) -> list[Path]:
     return [playbooks_dir / stage_playbook_name(s) for s in stages]
 
 
-def wrapper_playbook(playbooks: list[Path]) -> str:
+def wrapper_playbook(playbooks: list[Path], forget: bool = True) -> str:
     """A playbook importing the selected stages, so that one ansible-playbook run
     does them all (one SSH connection per host, facts gathered once), after the collection's
-    packages.yml (each node's installed packages, read once for every stage's apt step)."""
+    packages.yml (each node's installed packages, read once for every stage's apt step).
+    First, unless in check mode, each host forgets its record of the last converged deploy
+    (podctl.converged): the run that follows may change it."""
     lines = ["---", "# Written by podctl deploy: the stages this run selected, in site.yml's order."]
+    if forget:
+        lines += converged.forget_play()
     for path in [collection_playbooks() / PACKAGES_PLAYBOOK, *playbooks]:
         lines.append(f"- name: Stage {path.stem}")
         lines.append(f"  ansible.builtin.import_playbook: {path.resolve()}")

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import __version__
-from ..cliopts import mitogen_option, vault_options
+from ..cliopts import full_drift_option, mitogen_option, vault_options
 from ..console import make_console, styled
 from ..errors import EXIT_ERRORS
 from ..model import Site
@@ -122,6 +122,7 @@ def _suites(value: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
 )
 @vault_options
 @mitogen_option
+@full_drift_option
 def validate(
     site_file: Path | None,
     local: bool,
@@ -143,6 +144,7 @@ def validate(
     vault_password_files: tuple[str, ...],
     vault_ids: tuple[str, ...],
     no_mitogen: bool,
+    full_drift: bool,
 ) -> None:
     """Run the validation suites, judge them, and write the certification report.
 
@@ -179,6 +181,7 @@ def validate(
             _hostlist(only),
             vault=(vault_password_files, vault_ids),
             mitogen=not no_mitogen,
+            full_drift=full_drift,
         )
         return
     chosen = _suites(suites, LOCAL_SUITES)
@@ -311,6 +314,7 @@ def validate_site(
     only: tuple[str, ...] = (),
     vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     mitogen: bool = True,
+    full_drift: bool = False,
 ) -> None:
     from ..remote import site_nodes
     from ..secrets import vault_env
@@ -378,6 +382,7 @@ def validate_site(
         forwarding=forwarding,
         vault_env=opens_vault,
         mitogen=mitogen,
+        full_drift=full_drift,
     )
     meta = {**result.meta, "podctl": __version__}
     if collected is not None:

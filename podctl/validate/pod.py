@@ -315,6 +315,7 @@ def validate_pod(
     forwarding: Forwarding | None = None,
     vault_env: Mapping[str, str] | None = None,
     mitogen: bool = True,
+    full_drift: bool = False,
 ) -> PodValidation:
     """Certify the pod's compute nodes; with `only`, those nodes alone, paired in the multi-node
     jobs with known-good partners from the rest of the pod (a node added or repaired): from
@@ -366,7 +367,7 @@ def validate_pod(
         inventory = workdir / "inventory"
         write_inventory(site, inventory, facts, sim=state.sim_pod(site))
         conformance = run_conformance(
-            site, inventory, workdir / "conformance", private_key, progress, vault_env, mitogen
+            site, inventory, workdir / "conformance", private_key, progress, vault_env, mitogen, full_drift
         )
         # Under --nodes only the nodes under test are certified; the others are not judged here.
         runs += [r for r in conformance if not only or r.node in pod.hosts]

@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.deploy, pytest.mark.sim]
 ALL_STAGES = ["os", "fabric", "storage", "slurm", "monitoring", "validation-tools"]
 OTHERS = ["head01", "node01", "node02"]
 COMPUTE = ["node01", "node02", "node03"]
+ALL = ["head01", *COMPUTE]
 HEAD_ADDRESS = f"{SUBNET_PREFIX}10"
 
 
@@ -90,11 +91,20 @@ def _counts(recap: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
 
 def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deploy_pod: DeployPod) -> None:
     before = deploy_pod.daemons()
-    recap, stdout = _deploy(deploy_pod)
-    # The same under each strategy podctl offers: Mitogen's (the default) and plain Ansible over
+    # By the records the first deploy left (podctl.converged): one look per node, and no task run.
+    looked, looked_stdout = _deploy(deploy_pod)
+    assert looked["converged"] is True, looked.get("converged_hosts")
+    assert {h: (r["ok"], r["changed"], r["failed"]) for h, r in looked["hosts"].items()} == {h: (1, 0, 0) for h in ALL}
+    assert all(v["resources"] > 20 for v in looked["converged_hosts"].values()), looked["converged_hosts"]
+    assert "nothing to change" in looked_stdout.replace("\n", " ")
+    # Every task, under each strategy podctl offers: Mitogen's (the default) and plain Ansible over
     # OpenSSH (--no-mitogen) give the same recap, host by host.
-    plain, _ = _deploy(deploy_pod, "--no-mitogen")
+    recap, stdout = _deploy(deploy_pod, "--full")
+    plain, _ = _deploy(deploy_pod, "--full", "--no-mitogen")
     assert _counts(plain) == _counts(recap)
+    # Each full run left its records: the next deploy looks again and runs nothing.
+    again, _ = _deploy(deploy_pod)
+    assert again["converged"] is True, again.get("converged_hosts")
     after = deploy_pod.daemons()
     # A running pod is production: a run that changes nothing restarts nothing, on any node.
     changed = daemons_changed(before, after)

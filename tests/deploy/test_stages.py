@@ -62,14 +62,22 @@ def test_missing_playbook_names_the_stage(tmp_path: Path) -> None:
     assert stage_playbooks(tmp_path, ["os"]) == [tmp_path / "os.yml"]
 
 
-def test_wrapper_reads_packages_once_then_imports_stages_in_order(tmp_path: Path) -> None:
+def test_wrapper_forgets_the_records_reads_packages_once_then_imports_stages_in_order(tmp_path: Path) -> None:
+    import yaml
+
     from podctl.assets import playbooks_dir
 
-    text = wrapper_playbook([tmp_path / "os.yml", tmp_path / "storage.yml"])
-    imports = [line.split(": ", 1)[1] for line in text.splitlines() if "import_playbook" in line]
+    stages = [tmp_path / "os.yml", tmp_path / "storage.yml"]
+    plays = yaml.safe_load(wrapper_playbook(stages))
+    imports = [play["ansible.builtin.import_playbook"] for play in plays]
     packages = (playbooks_dir() / "packages.yml").resolve()
-    assert imports == [str(packages), str((tmp_path / "os.yml").resolve()), str((tmp_path / "storage.yml").resolve())]
+    records = (playbooks_dir() / "converged.yml").resolve()
+    assert imports == [str(records), str(packages), *(str(s.resolve()) for s in stages)]
+    assert plays[0]["vars"] == {"podctl_converged_state": "absent"}
     assert "podctl_installed_packages" in packages.read_text() and "dpkg-query" in packages.read_text()
+    # In check mode nothing is forgotten: the run changes nothing.
+    checked = yaml.safe_load(wrapper_playbook(stages, forget=False))
+    assert [play["ansible.builtin.import_playbook"] for play in checked] == imports[1:]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The previous release, end to end in make test: a Debian 12 pod with Slurm 22.05 (the sim site
-with `os: {release: "12"}`) deployed, re-run without a change (changed 0, nothing restarted) and
-certified by podctl (CI: the installed wheel).
+with `os: {release: "12"}`) deployed, re-run without a change (by the records, then every task:
+changed 0, nothing restarted), its drift checked by the records, and certified by podctl (CI: the
+installed wheel).
 
 The shared pod of the other sim tests runs the default, Debian 13 with Slurm 24.11, and carries
 the whole matrix (faults, day 2, the gate, rolling changes): docs/testing.md says why this one
@@ -44,14 +45,20 @@ def test_a_debian_12_pod_with_slurm_22_05_deploys_reruns_unchanged_and_is_certif
     pod = previous_pod
     runs: Path = pod.base / "runs"
     podctl("deploy", str(pod.site), "--runs-dir", str(runs), timeout=1800)
-    # A no-change re-run on 22.05: changed 0 on every host, and no daemon restarted.
+    # A no-change re-run on 22.05, by the records (one look per node) and then every task
+    # (--full): changed 0 on every host, and no daemon restarted.
     before = pod.daemons()
-    podctl("deploy", str(pod.site), "--runs-dir", str(runs), timeout=1800)
-    (rerun,) = sorted(p for p in runs.iterdir() if p.name.endswith("-deploy"))[-1:]
-    recap = json.loads((rerun / "recap.json").read_text())
-    assert {host: r["changed"] for host, r in recap["hosts"].items()} == {host: 0 for host in pod.hosts()}, recap
+    for extra in ([], ["--full"]):
+        podctl("deploy", str(pod.site), "--runs-dir", str(runs), *extra, timeout=1800)
+        (rerun,) = sorted(p for p in runs.iterdir() if p.name.endswith("-deploy"))[-1:]
+        recap = json.loads((rerun / "recap.json").read_text())
+        assert recap.get("converged") is (not extra), recap.get("converged_hosts")
+        assert {host: r["changed"] for host, r in recap["hosts"].items()} == {host: 0 for host in pod.hosts()}, recap
     changed = daemons_changed(before, pod.daemons())
     assert not changed, "\n".join(changed)
+    # The drift check after a deploy that converged every node: by the records, with no drift.
+    rc, _, out = pod.validate("drift", "--suite", "conformance")
+    assert rc == 0 and "every host is as the last deploy left it" in out, out[-3000:]
     for host in pod.hosts():
         found = pod.ssh(
             host, ". /etc/os-release && echo $ID $VERSION_ID && dpkg-query -W -f='${Version}\\n' slurm-client"

@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ... import assets, state
+from ... import assets, converged, state
 from ...ansible import AnsibleSettings, ansible_settings, control_path_dir, refuse_templates, run_environment
 from ...errors import PodctlError
+from ...inventory import controller_inputs
 from ...model import Site
 from ..envelope import envelope, finding
 from ..judge import CheckRun
@@ -61,6 +62,7 @@ def run_conformance(
     on_progress: Callable[[str], None] | None = None,
     vault_env: Mapping[str, str] | None = None,
     mitogen: bool = True,
+    full_drift: bool = False,
 ) -> list[CheckRun]:
     """Certify that the pod in `inventory_dir` (podctl.inventory.write_inventory of `site`)
     is configured as podctl would configure it now. One CheckRun per node of the site."""
@@ -87,8 +89,25 @@ def run_conformance(
     )
 
     started = time.monotonic()
-    say(f"checking {len(hosts)} host(s) against the roles in check mode (drift)")
-    drift = check_drift(inventory_dir, workdir, settings, hosts, say)
+    drift = None
+    if not full_drift:
+        verdicts = converged.verify(
+            converged.Target(workdir / "records", inventory_dir, settings, hosts),
+            converged.fingerprint(inventory_dir, controller_inputs(site), assets.STAGES, hosts),
+        )
+        if verdicts.converged:
+            say(
+                f"every host is as the last deploy left it ({verdicts.resources} resources checked against "
+                "their records): no drift"
+            )
+            drift = {h: HostDrift(tasks=1) for h in hosts}
+        else:
+            say("not every host is as its record says; checking the roles in check mode:")
+            for line in verdicts.summary():
+                say("  " + line)
+    if drift is None:
+        say(f"checking {len(hosts)} host(s) against the roles in check mode (drift)")
+        drift = check_drift(inventory_dir, workdir, settings, hosts, say)
     say(f"drift check done in {time.monotonic() - started:.1f} s")
 
     started = time.monotonic()

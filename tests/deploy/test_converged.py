@@ -1,0 +1,227 @@
+"""The records of a converged deploy (podctl.converged and the collection's `converged` module).
+
+The module runs here as Ansible runs it on a node (a script given its arguments in a file),
+against files in a temporary folder; the sim tests (test_deploy_sim.py, the conformance tests)
+run it on the pod's nodes through ansible-playbook.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podctl import converged
+from podctl.assets import collection_dir
+from podctl.inventory import controller_inputs, write_inventory
+from podctl.site import load_site
+from tests.conftest import SIM_SITE
+
+MODULE = collection_dir() / "plugins" / "modules" / "converged.py"
+
+
+def _module(tmp_path: Path, **args: Any) -> dict[str, Any]:
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, check=False)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == (1 if out.get("failed") else 0), proc.stderr
+    return out
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> dict[str, Any]:
+    root = tmp_path / "node"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "a.conf").write_text("a = 1\n")
+    (root / "etc" / "b.conf").write_text("b = 2\n")
+    (root / "tools" / "venv" / "lib").mkdir(parents=True)
+    (root / "tools" / "venv" / "lib" / "x.py").write_text("x = 1\n")
+    return {
+        "record": str(tmp_path / "record" / "converged.json"),
+        "resources": {
+            "files": [str(root / "etc" / "a.conf"), str(root / "etc" / "b.conf"), str(root / "etc")],
+            "trees": [str(root / "tools")],
+            "users": ["root"],
+            "groups": ["root"],
+        },
+        "root": root,
+    }
+
+
+def _seal(tmp_path: Path, node: dict[str, Any], fingerprint: str = "f1") -> dict[str, Any]:
+    return _module(tmp_path, state="present", fingerprint=fingerprint, resources=node["resources"], path=node["record"])
+
+
+def _verify(tmp_path: Path, node: dict[str, Any], fingerprint: str = "f1") -> dict[str, Any]:
+    return _module(tmp_path, state="verified", fingerprint=fingerprint, path=node["record"])
+
+
+def test_a_node_as_its_record_says_is_converged_and_the_record_is_roots_alone(tmp_path: Path, node: dict) -> None:
+    sealed = _seal(tmp_path, node)
+    assert sealed["changed"] and sealed["resources"] == 8  # 3 files, a tree, a user, a group, host name, packages
+    assert os.stat(node["record"]).st_mode & 0o777 == 0o600
+    answer = _verify(tmp_path, node)
+    assert answer["converged"] is True and answer["why"] == [] and not answer["changed"]
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda root: (root / "etc" / "a.conf").write_text("a = 2\n"), "a.conf"),
+        (lambda root: (root / "etc" / "b.conf").chmod(0o600), "b.conf"),
+        (lambda root: (root / "etc" / "b.conf").unlink(), "b.conf: was file"),
+        (lambda root: (root / "tools" / "venv" / "lib" / "planted.py").write_text(""), "tree:"),
+        (lambda root: (root / "etc").chmod(0o700), "/etc: was directory"),
+    ],
+    ids=["content", "mode", "removed", "file added to the tree", "folder mode"],
+)
+def test_each_kind_of_change_is_named(tmp_path: Path, node: dict, change: Any, named: str) -> None:
+    _seal(tmp_path, node)
+    change(node["root"])
+    answer = _verify(tmp_path, node)
+    assert answer["converged"] is False
+    assert any(named in why for why in answer["why"]), answer["why"]
+
+
+def test_other_inputs_or_no_record_are_not_converged(tmp_path: Path, node: dict) -> None:
+    assert "no record" in _verify(tmp_path, node)["why"][0]
+    _seal(tmp_path, node)
+    assert "inputs changed" in _verify(tmp_path, node, fingerprint="f2")["why"][0]
+    Path(node["record"]).write_text("{not json")
+    assert "unreadable" in _verify(tmp_path, node)["why"][0]
+
+
+def test_forgetting_removes_the_record_and_check_mode_keeps_it(tmp_path: Path, node: dict) -> None:
+    _seal(tmp_path, node)
+    kept = _module(tmp_path, state="absent", path=node["record"], _ansible_check_mode=True)
+    assert kept["changed"] and Path(node["record"]).exists()
+    gone = _module(tmp_path, state="absent", path=node["record"])
+    assert gone["changed"] and not Path(node["record"]).exists()
+    assert not _module(tmp_path, state="absent", path=node["record"])["changed"]
+
+
+def test_an_unknown_resource_kind_fails_with_the_known_ones(tmp_path: Path, node: dict) -> None:
+    out = _module(tmp_path, state="present", fingerprint="f", resources={"sockets": ["x"]}, path=node["record"])
+    assert out["failed"] and "sockets" in out["msg"] and "files" in out["msg"]
+
+
+def _event(host: str, action: str, res: dict[str, Any], role: str = "os", kind: str = "runner_on_ok") -> dict:
+    return {"event": kind, "event_data": {"host": host, "resolved_action": action, "role": role, "res": res}}
+
+
+def test_the_collector_takes_each_hosts_resources_from_the_runs_results() -> None:
+    collector = converged.ResourceCollector(tools_path="/opt/podctl-validation")
+    for event in [
+        # As ansible-runner reports them (fields of a real run's job_events).
+        _event("node01", "ansible.builtin.template", {"dest": "/etc/chrony/chrony.conf", "changed": False}),
+        _event("node01", "ansible.builtin.file", {"path": "/etc/podctl", "state": "directory"}),
+        _event(
+            "node01",
+            "ansible.builtin.copy",
+            {"results": [{"dest": "/etc/a"}, {"skipped": True, "item": "b"}, {"dest": "/etc/c"}]},
+        ),
+        _event("node01", "ansible.builtin.blockinfile", {"invocation": {"module_args": {"path": "/etc/hosts"}}}),
+        _event("node01", "ansible.builtin.systemd_service", {"name": "chrony", "state": "started"}),
+        _event("node01", "ansible.builtin.user", {"name": "slurm"}),
+        _event("node01", "ansible.builtin.group", {"name": "munge"}),
+        _event("node01", "ansible.builtin.command", {"stdout": "/etc/not-a-resource", "cmd": ["true"]}),
+        _event("node01", "ansible.builtin.command", {"cmd": ["nft", "list", "table", "inet", "podctl_monitoring"]}),
+        _event("node01", "ansible.builtin.template", {"dest": "/etc/failed"}, kind="runner_on_failed"),
+        # Done on another host for this one (delegate_to): that host's, not this one's.
+        _event("node01", "ansible.builtin.copy", {"dest": "/srv/pw", "_ansible_delegated_vars": {"ansible_host": "x"}}),
+        _event("node02", "ansible.builtin.pip", {"name": ["torch"]}, role="validation_tools"),
+    ]:
+        collector.feed(event)
+    assert collector.resources() == {
+        "node01": {
+            "files": ["/etc/a", "/etc/c", "/etc/chrony/chrony.conf", "/etc/hosts", "/etc/podctl"],
+            "services": ["chrony"],
+            "users": ["slurm"],
+            "groups": ["munge"],
+            "nft_tables": ["inet podctl_monitoring"],
+        },
+        "node02": {"trees": ["/opt/podctl-validation"]},
+    }
+
+
+def _fingerprint(inventory: Path, inputs: list[tuple[Path, bool]], stages=("os", "slurm"), hosts=("a", "b")) -> str:
+    return converged.fingerprint(inventory, inputs, stages, hosts)
+
+
+def test_the_fingerprint_follows_every_input_and_nothing_else(tmp_path: Path) -> None:
+    site = load_site(SIM_SITE)
+    one, two = tmp_path / "one", tmp_path / "two"
+    write_inventory(site, one, sim=True)
+    write_inventory(site, two, sim=True)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "torch.whl").write_bytes(b"w" * 10)
+    secret = tmp_path / "password"
+    secret.write_text("s1")
+    inputs = [(wheels, False), (secret, True)]
+    base = _fingerprint(one, inputs)
+    # Rendered twice, in two folders: the same.
+    assert _fingerprint(two, inputs) == base
+    assert _fingerprint(one, inputs, hosts=("b", "a")) == base
+    different = {
+        "stages": _fingerprint(one, inputs, stages=("os",)),
+        "hosts": _fingerprint(one, inputs, hosts=("a",)),
+    }
+    (two / "hosts.yml").write_text((two / "hosts.yml").read_text() + "# edited\n")
+    different["inventory"] = _fingerprint(two, inputs)
+    secret.write_text("s2")
+    different["controller file"] = _fingerprint(one, inputs)
+    (wheels / "numpy.whl").write_bytes(b"n")
+    different["wheel folder"] = _fingerprint(one, inputs)
+    assert len({base, *different.values()}) == len(different) + 1, different
+
+
+def test_the_controller_inputs_are_the_controller_paths_the_inventory_names(tmp_path: Path) -> None:
+    site = load_site(SIM_SITE)
+    write_inventory(site, tmp_path / "inv", sim=True)
+    named = {str(p) for p, _ in controller_inputs(site)}
+    text = "".join(p.read_text() for p in (tmp_path / "inv").rglob("*.yml"))
+    # Every path of this controller's that the inventory names for the roles (the repository,
+    # podctl's state folder) is an input of the fingerprint, and the other way round.
+    controller_roots = [str(Path(SIM_SITE).resolve().parents[2]), str(Path.home())]
+    found = {
+        word.strip("'\"")
+        for word in text.split()
+        if any(word.strip("'\"").startswith(root + "/") for root in controller_roots)
+    }
+    assert found == named, (found, named)
+
+
+def test_a_folder_snapshot_says_what_is_mounted_on_it() -> None:
+    spec = importlib.util.spec_from_file_location("converged_module", MODULE)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mounts = module._mounts()
+    assert mounts["/proc"].startswith("proc ")
+    assert module._file("/proc", mounts).endswith("with " + mounts["/proc"] + " mounted")
+    assert "mounted" not in module._file("/proc/self", mounts)
+
+
+def test_the_summary_names_each_reason_once_with_its_hosts() -> None:
+    verdicts = converged.Verdicts(
+        {
+            "node01": converged.HostVerdict(False, ["the inputs changed"]),
+            "node02": converged.HostVerdict(False, ["the inputs changed"]),
+            "node03": converged.HostVerdict(True, []),
+            "head01": converged.HostVerdict(False, ["file:/etc/a: was x, now y", "service:b: was up, now down"]),
+        },
+        1.0,
+        Path("."),
+    )
+    assert not verdicts.converged
+    assert verdicts.summary() == ["head01: file:/etc/a: was x, now y (and 1 more)", "node[01-02]: the inputs changed"]
+    assert converged.Verdicts({h: converged.HostVerdict(True, [], 5) for h in ("a", "b")}, 1.0, Path(".")).converged
+    assert not converged.Verdicts({}, 1.0, Path(".")).converged

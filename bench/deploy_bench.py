@@ -37,6 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import yaml  # noqa: E402
+
 from podctl import state  # noqa: E402
 from podctl.site import load_site  # noqa: E402
 
@@ -74,6 +76,20 @@ def build_before(rev: str, folder: Path) -> str:
     pip = str(folder / "venv" / "bin" / "pip")
     subprocess.run([pip, "install", "-q", f"{src}[deploy]"], check=True)
     return str(folder / "venv" / "bin" / "podctl")
+
+
+def site_copy(site_path: str, dest: Path, release: str | None) -> str:
+    """A copy of the site whose nodes run `release` (None: no `os` key), its relative paths made
+    absolute so that it works from another folder."""
+    site = yaml.safe_load(Path(site_path).read_text(encoding="utf-8"))
+    site.pop("os", None)
+    if release is not None:
+        site["os"] = {"distribution": "debian", "release": release}
+    tools = site.get("validation", {}).get("tools", {})
+    if isinstance(tools.get("wheels"), str):
+        tools["wheels"] = str((Path(site_path).resolve().parent / tools["wheels"]).resolve())
+    dest.write_text(yaml.safe_dump(site, sort_keys=False), encoding="utf-8")
+    return str(dest)
 
 
 def calibration(site_path: str, workdir: Path) -> float:
@@ -163,6 +179,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--site", default=str(REPO / "inventory" / "sim" / "site.yaml"))
     parser.add_argument("--before", metavar="REV", help="git revision of podctl before the speed work")
+    parser.add_argument(
+        "--release",
+        help="the nodes' Debian release (os.release), written into copies of --site; 'before' needs 12, "
+        "the only release that code knew (its copy leaves `os` out)",
+    )
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {','.join(MODES)}")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "deploy_bench.json"))
     parser.add_argument(
@@ -181,10 +202,16 @@ def main() -> None:
         sys.exit("mode 'before' needs --before REV")
 
     now = this_podctl()
+    if "before" in modes and args.release not in (None, "12"):
+        sys.exit(f"mode 'before' runs Debian 12 nodes only (the code at {args.before} knew no other): --release 12")
     results: dict[str, dict[str, object]] = {}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="podctl-deploy-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        site_now = site_before = args.site
+        if args.release:
+            site_now = site_copy(args.site, tmp / "site-now.yaml", args.release)
+            site_before = site_copy(args.site, tmp / "site-before.yaml", None)
         commands = {
             "now": ([now], [], []),
             "now-no-mitogen": ([now], ["--no-mitogen"], ["--no-mitogen"]),
@@ -198,18 +225,19 @@ def main() -> None:
         for i, mode in enumerate(modes):
             podctl, deploy_extra, validate_extra = commands[mode]
             runs_dir = tmp / mode  # its own fact cache: nothing carries over between modes
-            run([now, "sim", "down", "--site", args.site], "podctl sim down")
-            run([now, "sim", "up", args.site], "podctl sim up")
+            site = site_before if mode == "before" else site_now
+            run([now, "sim", "down", "--site", site_now], "podctl sim down")
+            run([now, "sim", "up", site_now], "podctl sim up")
             if i == 0:
-                calibrations.append(calibration(args.site, tmp))
+                calibrations.append(calibration(site_now, tmp))
                 print(f"calibration       {calibrations[-1]:6.1f} s", flush=True)
             loads.append(os.getloadavg()[0])
-            full, full_profile = deploy(podctl, args.site, runs_dir, deploy_extra)
+            full, full_profile = deploy(podctl, site, runs_dir, deploy_extra)
             loads.append(os.getloadavg()[0])
-            rerun, rerun_profile = deploy(podctl, args.site, runs_dir, deploy_extra)
+            rerun, rerun_profile = deploy(podctl, site, runs_dir, deploy_extra)
             loads.append(os.getloadavg()[0])
             check_s, drift_s = (
-                drift(podctl, args.site, tmp / f"{mode}-report", validate_extra)
+                drift(podctl, site, tmp / f"{mode}-report", validate_extra)
                 if validate_extra is not None
                 else (float("nan"), None)
             )
@@ -228,7 +256,7 @@ def main() -> None:
                 flush=True,
             )
             write(args, calibrations, results, loads, final=False)
-        calibrations.append(calibration(args.site, tmp))
+        calibrations.append(calibration(site_now, tmp))
         print(f"calibration       {calibrations[-1]:6.1f} s", flush=True)
 
     write(args, calibrations, results, loads, final=True)
@@ -262,6 +290,7 @@ def write(
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "site": args.site,
+        "release": args.release,
         "before": args.before,
         "calibration_s": [round(c, 1) for c in calibrations],
         "calibration": f"ansible -i INV all -f {CALIBRATION_FORKS} -m command -a true, x{CALIBRATION_REPEATS}",

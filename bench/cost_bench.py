@@ -10,6 +10,9 @@ grown), on a fresh pod:
   (one compute node's network throttled to 100 Mb/s): the healthy pod must certify and the
   fault must be caught.
 
+With `--reruns-only`: one whole deploy, a no-change re-run (by the nodes' records of that deploy,
+podctl.converged) and one with `--full` (every task), and no validation.
+
 Each step records wall seconds, the controller's CPU seconds (user + system of podctl and
 every process it waited for: ansible-playbook and its forks, ssh, the validate fan-out) and
 the controller's peak resident memory (the largest of those processes). The figures go to
@@ -103,6 +106,26 @@ def phase_walls(text: str) -> dict[str, float]:
     }
 
 
+def bench_reruns(nodes: int, folder: Path, log, save=lambda out: None, every_task: bool = False) -> dict:
+    """One whole deploy (every stage in one run), then a no-change re-run by the nodes' records
+    (podctl.converged) and, with every_task, one that runs every task (--full). No validation."""
+    site = site_for(nodes, folder)
+    out: dict = {"nodes": nodes, "compute": nodes - 1, "steps": {}}
+    step = out["steps"]
+    try:
+        step["sim_up"] = measured([*podctl(), "sim", "up", str(site), "--timeout", "900"], 1800)
+        log(nodes, "sim up", step["sim_up"])
+        runs = folder / f"runs{nodes}"
+        steps: list[tuple[str, list[str]]] = [("deploy:whole", []), ("deploy:no-change", [])]
+        for name, extra in steps + ([("deploy:no-change-every-task", ["--full"])] if every_task else []):
+            step[name] = measured([*podctl(), "deploy", str(site), "--runs-dir", str(runs), *extra], 5400)
+            log(nodes, name, step[name])
+            save(out)
+    finally:
+        subprocess.run([*podctl(), "sim", "down", "--pod", f"cost{nodes}"], capture_output=True, check=False)
+    return out
+
+
 def bench_size(nodes: int, folder: Path, log, per_suite: bool = True, save=lambda out: None) -> dict:
     site = site_for(nodes, folder)
     pod = f"cost{nodes}"
@@ -157,6 +180,13 @@ def main() -> int:
         action="store_true",
         help="validate all suites once, not also suite by suite (its progress lines still time each suite)",
     )
+    p.add_argument(
+        "--reruns-only",
+        action="store_true",
+        help="one whole deploy, then a no-change re-run by the records (and with --every-task one with --full); "
+        "no validation",
+    )
+    p.add_argument("--every-task", action="store_true", help="with --reruns-only: also a no-change re-run with --full")
     p.add_argument("--fit", type=Path, nargs="+", help="fit and plot results files instead of measuring")
     args = p.parse_args()
     if args.fit:
@@ -181,7 +211,10 @@ def main() -> int:
         out_path.write_text(json.dumps({**results, "sizes": [*results["sizes"], out]}, indent=1) + "\n")
 
     for nodes in [int(n) for n in args.sizes.split(",")]:
-        results["sizes"].append(bench_size(nodes, work, log, not args.no_per_suite, save))
+        if args.reruns_only:
+            results["sizes"].append(bench_reruns(nodes, work, log, save, args.every_task))
+        else:
+            results["sizes"].append(bench_size(nodes, work, log, not args.no_per_suite, save))
     print(f"wrote {out_path}")
     return 0
 

@@ -46,6 +46,9 @@ CALIBRATION_REPEATS = 10
 CALIBRATION_FORKS = 4
 PROFILE_TOP = 12
 MODES = ("now", "now-no-mitogen", "before", "ansible-defaults")
+# podctl's own modes, which consult the nodes' records of their last converged deploy (podctl.converged)
+# unless told --full / --full-drift: measured both ways.
+EVERY_TASK_MODES = ("now", "now-no-mitogen")
 _RUN_DIR = re.compile(r"run directory: (\S+)")
 _DRIFT = re.compile(r"drift check done in ([0-9.]+) s")
 
@@ -250,6 +253,17 @@ def main() -> None:
                 "profile_full": full_profile,
                 "profile_no_change": rerun_profile,
             }
+            if mode in EVERY_TASK_MODES:
+                # The same two with every task run (no records consulted): what a run costs
+                # whenever something did change.
+                every, every_profile = deploy(podctl, site, runs_dir, [*deploy_extra, "--full"])
+                _, every_drift = drift(podctl, site, tmp / f"{mode}-report-full", [*validate_extra, "--full-drift"])
+                loads.append(os.getloadavg()[0])
+                results[mode] |= {
+                    "no_change_every_task_s": round(every, 1),
+                    "drift_every_task_s": every_drift,
+                    "profile_no_change_every_task": every_profile,
+                }
             print(
                 f"{mode:17s} full {full:6.1f} s   no-change re-run {rerun:6.1f} s   drift check "
                 f"{drift_s if drift_s is not None else float('nan'):6.1f} s (conformance {check_s:.1f} s)",
@@ -272,19 +286,25 @@ def write(
     """The results so far, as ratios to the calibration: after each mode, so a run cut short keeps
     what it measured."""
     cal = sum(calibrations) / len(calibrations)
+
+    def ratio(value: object) -> float | None:
+        return round(float(str(value)) / cal, 2) if value is not None else None
+
     ratios = {
         mode: {
-            "full": round(float(str(r["full_s"])) / cal, 2),
-            "no_change": round(float(str(r["no_change_s"])) / cal, 2),
-            "drift": round(float(str(r["drift_s"])) / cal, 2) if r["drift_s"] is not None else None,
+            "full": ratio(r["full_s"]),
+            "no_change": ratio(r["no_change_s"]),
+            "drift": ratio(r["drift_s"]),
+            "no_change_every_task": ratio(r.get("no_change_every_task_s")),
+            "drift_every_task": ratio(r.get("drift_every_task_s")),
         }
         for mode, r in results.items()
     }
     print(f"\nratios to the calibration ({cal:.1f} s, mean of {', '.join(f'{c:.1f}' for c in calibrations)})")
-    print(f"{'':17s} {'full':>6s} {'no-change':>10s} {'drift':>6s}")
+    columns = ("full", "no_change", "drift", "no_change_every_task", "drift_every_task")
+    print(f"{'':17s} " + " ".join(f"{c:>20s}" for c in columns))
     for mode, q in ratios.items():
-        drift_ratio = "-" if q["drift"] is None else f"{q['drift']:.2f}"
-        print(f"{mode:17s} {q['full']:6.2f} {q['no_change']:10.2f} {drift_ratio:>6s}")
+        print(f"{mode:17s} " + " ".join(f"{'-' if q[c] is None else f'{q[c]:.2f}':>20s}" for c in columns))
     print(f"load average during the runs: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

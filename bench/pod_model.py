@@ -38,7 +38,13 @@ from podctl.init import render_site
 from podctl.site import load_site
 from podctl.validate.nccl import MAX_CONCURRENT_JOBS, pairwise_rounds
 
-ANSIBLE_STEPS = (*(f"deploy:{s}" for s in STAGES), "deploy:no-change", "validate:conformance")
+ANSIBLE_STEPS = (
+    *(f"deploy:{s}" for s in STAGES),
+    "deploy:whole",  # every stage in one run (cost_bench --reruns-only)
+    "deploy:no-change",
+    "deploy:no-change-every-task",
+    "validate:conformance",
+)
 
 
 def pod_rounds(nodes: int) -> list[tuple[str, int]]:
@@ -84,7 +90,9 @@ def model(sizes: list[dict], nodes: int, cores: int, forks: int, job_s: float) -
     waves = [(name, jobs, math.ceil(jobs / MAX_CONCURRENT_JOBS)) for name, jobs in rounds]
     collectives = job_s * (1 + sum(w for _, _, w in waves) + 2)
     health = sizes[0]["steps"].get("validate:health", {}).get("wall_s", 0.0)
-    deploy = sum(steps[f"deploy:{s}"]["wall_s"] for s in STAGES if f"deploy:{s}" in steps)
+    deploy = sum(steps[f"deploy:{s}"]["wall_s"] for s in STAGES if f"deploy:{s}" in steps) or steps.get(
+        "deploy:whole", {}
+    ).get("wall_s", 0)
     quick = steps.get("validate:conformance", {}).get("wall_s", 0) + health + collectives
     return {
         "nodes": nodes,

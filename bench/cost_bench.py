@@ -106,27 +106,15 @@ def phase_walls(text: str) -> dict[str, float]:
     }
 
 
-def bench_reruns(nodes: int, folder: Path, log, save=lambda out: None, every_task: bool = False) -> dict:
-    """One whole deploy (every stage in one run), then a no-change re-run by the nodes' records
-    (podctl.converged) and, with every_task, one that runs every task (--full). No validation."""
-    site = site_for(nodes, folder)
-    out: dict = {"nodes": nodes, "compute": nodes - 1, "steps": {}}
-    step = out["steps"]
-    try:
-        step["sim_up"] = measured([*podctl(), "sim", "up", str(site), "--timeout", "900"], 1800)
-        log(nodes, "sim up", step["sim_up"])
-        runs = folder / f"runs{nodes}"
-        steps: list[tuple[str, list[str]]] = [("deploy:whole", []), ("deploy:no-change", [])]
-        for name, extra in steps + ([("deploy:no-change-every-task", ["--full"])] if every_task else []):
-            step[name] = measured([*podctl(), "deploy", str(site), "--runs-dir", str(runs), *extra], 5400)
-            log(nodes, name, step[name])
-            save(out)
-    finally:
-        subprocess.run([*podctl(), "sim", "down", "--pod", f"cost{nodes}"], capture_output=True, check=False)
-    return out
-
-
-def bench_size(nodes: int, folder: Path, log, per_suite: bool = True, save=lambda out: None) -> dict:
+def bench_size(
+    nodes: int,
+    folder: Path,
+    log,
+    per_suite: bool = True,
+    save=lambda out: None,
+    reruns_only: bool = False,
+    every_task: bool = False,
+) -> dict:
     site = site_for(nodes, folder)
     pod = f"cost{nodes}"
     out: dict = {"nodes": nodes, "compute": nodes - 1, "steps": {}}
@@ -135,6 +123,15 @@ def bench_size(nodes: int, folder: Path, log, per_suite: bool = True, save=lambd
         step["sim_up"] = measured([*podctl(), "sim", "up", str(site), "--timeout", "900"], 1800)
         log(nodes, "sim up", step["sim_up"])
         runs = folder / f"runs{nodes}"
+        if reruns_only:
+            # One whole deploy (every stage in one run), then a no-change re-run by the nodes'
+            # records (podctl.converged) and, with every_task, one that runs every task (--full).
+            steps: list[tuple[str, list[str]]] = [("deploy:whole", []), ("deploy:no-change", [])]
+            for name, extra in steps + ([("deploy:no-change-every-task", ["--full"])] if every_task else []):
+                step[name] = measured([*podctl(), "deploy", str(site), "--runs-dir", str(runs), *extra], 5400)
+                log(nodes, name, step[name])
+                save(out)
+            return out
         for stage in STAGES:
             step[f"deploy:{stage}"] = measured(
                 [*podctl(), "deploy", str(site), "--only", stage, "--runs-dir", str(runs)], 5400
@@ -211,10 +208,9 @@ def main() -> int:
         out_path.write_text(json.dumps({**results, "sizes": [*results["sizes"], out]}, indent=1) + "\n")
 
     for nodes in [int(n) for n in args.sizes.split(",")]:
-        if args.reruns_only:
-            results["sizes"].append(bench_reruns(nodes, work, log, save, args.every_task))
-        else:
-            results["sizes"].append(bench_size(nodes, work, log, not args.no_per_suite, save))
+        results["sizes"].append(
+            bench_size(nodes, work, log, not args.no_per_suite, save, args.reruns_only, args.every_task)
+        )
     print(f"wrote {out_path}")
     return 0
 

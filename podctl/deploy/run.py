@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import assets, converged
 from ..ansible import AnsibleSettings, run_playbook, scrub_env
+from ..fsio import atomic_write
 from ..inventory import controller_inputs, write_inventory
 from ..model import Site
 from .errors import DeployError
@@ -64,11 +65,8 @@ def _read_note(path: Path) -> dict[str, str]:
 
 
 def _write_note(path: Path, changes: dict[str, str]) -> None:
-    note = _read_note(path) | changes
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(note, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(_read_note(path) | changes, indent=1, sort_keys=True) + "\n")
 
 
 @dataclass
@@ -183,12 +181,13 @@ def execute(
     run_dir, playbook = prepare(request)
     verdicts = None
     note_path = sealed_note_path(request.runs_dir, request.site.name)
-    fingerprint = run_fingerprint(request, run_dir / "inventory")
-    note = _read_note(note_path)
     records = converged.Target(run_dir, run_dir / "inventory", request.settings, request.hosts, request.limited)
+    ask = not request.check and not request.full
+    fingerprint = run_fingerprint(request, run_dir / "inventory") if ask else ""
+    note = _read_note(note_path) if ask else {}
     # A host whose record this controller knows to hold other inputs (or none) cannot answer yes.
     certain_no = [h for h in request.hosts if h in note and note[h] != fingerprint]
-    if not request.check and not request.full and not certain_no:
+    if ask and not certain_no:
         look = Recap(request.hosts)
 
         def look_handler(event: dict[str, Any]) -> None:
@@ -204,7 +203,7 @@ def execute(
                  **look.as_dict(), **converged.record_json(verdicts)},
             )  # fmt: skip
             return DeployResult(run_dir, look, 0, "successful", None, verdicts.seconds, verdicts=verdicts)
-    elif not request.check and not request.full:
+    elif ask:
         verdicts = converged.Verdicts(
             {
                 h: converged.HostVerdict(

@@ -82,8 +82,11 @@ def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_
     podctl("sim", "fault", "--pod", POD, "node01", "--stop-service", "slurmd")
     try:
         assert pod.sh("node03", "echo '# edited by hand' >> /etc/slurm/slurm.conf").returncode == 0
-        rc, data, _ = pod.validate("node-faults", "--suite", "conformance")
+        rc, data, out = pod.validate("node-faults", "--suite", "conformance")
         assert rc == 1 and failing(data) == {"node01", "node03"}, data["failures"]
+        # head01 and node02 are as their records say: the roles run in check mode on the two others alone.
+        assert "2 of 4 host(s) as their records say" in out, out[-3000:]
+        assert "checking node[01,03] against the roles in check mode" in out, out[-3000:]
         assert any("slurmd" in reason for reason in data["failures"]["node01"])
         assert not any("slurm.conf" in reason for reason in data["failures"]["node01"])
         assert any("/etc/slurm/slurm.conf" in reason for reason in data["failures"]["node03"])

@@ -144,9 +144,15 @@ class DriftCollector:
 
 
 def check_drift(
-    inventory_dir: Path, workdir: Path, settings: AnsibleSettings, hosts: list[str], say: Callable[[str], None]
+    inventory_dir: Path,
+    workdir: Path,
+    settings: AnsibleSettings,
+    hosts: list[str],
+    say: Callable[[str], None],
+    limited: bool = False,
 ) -> dict[str, HostDrift]:
-    """Run the roles' config steps in check mode against every host; drift per host."""
+    """Run the roles' config steps in check mode against `hosts` (every host of the inventory, or
+    with `limited` those alone); drift per host."""
     private = workdir / "drift"
     private.mkdir(parents=True, exist_ok=True)
     collector = DriftCollector(hosts)
@@ -156,6 +162,7 @@ def check_drift(
         playbook=assets.playbooks_dir() / "site.yml",
         inventory=inventory_dir,
         settings=settings,
+        limit=hosts if limited else None,
         options=["--check", "--diff", "--tags", CONFIG_TAG],
         on_event=collector.feed,
     )

@@ -164,6 +164,9 @@ class HostVerdict:
     converged: bool
     why: list[str]
     resources: int = 0
+    # Its record was made by a run of the same inputs (True), of others (False); None: no record
+    # could be read, or the host could not be asked.
+    inputs_same: bool | None = None
 
 
 @dataclass
@@ -179,6 +182,20 @@ class Verdicts:
     @property
     def resources(self) -> int:
         return sum(v.resources for v in self.hosts.values())
+
+    def drifted_alone(self) -> list[str] | None:
+        """The hosts a run must touch when it can leave the others be: those not as their records
+        say, when some host is and no host's record was made by a run of other inputs. A record that
+        holds proves this run's inputs are the ones that host was converged with (the site, podctl,
+        the files it copies, the stages and the hosts are in the fingerprint), so a host that
+        differs in what it holds, or keeps no record (replaced, or forgotten by a run that stopped),
+        is brought back by a run on it alone. None: every host runs (the inputs changed, or no host
+        holds, or every host does)."""
+        held = [h for h, v in self.hosts.items() if v.converged]
+        rest = [h for h, v in self.hosts.items() if not v.converged]
+        if not held or not rest or any(self.hosts[h].inputs_same is False for h in rest):
+            return None
+        return sorted(rest)
 
     def summary(self) -> list[str]:
         """A line per reason of the hosts that are not as their records say (hosts sharing their only
@@ -256,7 +273,13 @@ def verify(target: Target, print_: str, on_event: Callable[[dict[str, Any]], Non
             verdicts[host] = HostVerdict(False, [f"could not be asked: {problems.get(host, 'no answer')}"])
         else:
             why = [str(w) for w in res.get("why") or []]
-            verdicts[host] = HostVerdict(bool(res.get("converged")) and not why, why, int(res.get("resources") or 0))
+            same = res.get("inputs_same")
+            verdicts[host] = HostVerdict(
+                bool(res.get("converged")) and not why,
+                why,
+                int(res.get("resources") or 0),
+                same if isinstance(same, bool) else None,
+            )
     return Verdicts(verdicts, time.monotonic() - started, target.private_dir)
 
 
@@ -286,9 +309,11 @@ def forget_play() -> list[str]:
 
 
 def record_json(verdicts: Verdicts) -> dict[str, object]:
-    """recap.json's account of a run the records made unnecessary."""
+    """recap.json's account of what the records said: whether any task ran, and on which hosts
+    alone (`ran_alone`: null when every host ran, or none)."""
     return {
         "converged": verdicts.converged,
+        "ran_alone": verdicts.drifted_alone(),
         "converged_seconds": round(verdicts.seconds, 2),
         "converged_hosts": {
             h: {"converged": v.converged, "resources": v.resources, "why": v.why} for h, v in verdicts.hosts.items()

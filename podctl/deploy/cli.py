@@ -25,6 +25,7 @@ from ..ansible import ansible_settings, refuse_templates, stdout_tail
 from ..cliopts import mitogen_option, vault_options
 from ..console import make_console, piped_width, styled
 from ..converged import Verdicts
+from ..hostlist import fold as fold_hostlist
 from ..secrets import resolve_files, vault_env
 from ..state import private_key_for
 from .errors import DeployError
@@ -322,7 +323,12 @@ def deploy(
         def on_verdicts(verdicts: Verdicts) -> None:
             if not verdicts.converged:
                 asked = f"records checked in {verdicts.seconds:.1f} s" if verdicts.seconds else "records not asked"
-                live.console.print(f"{asked}; running every task, because:", style="dim")
+                where = ""
+                if alone := verdicts.drifted_alone():
+                    progress.hosts = alone
+                    held = len(verdicts.hosts) - len(alone)
+                    where = f" on {fold_hostlist(alone)} alone ({held} host(s) as their records say, left be)"
+                live.console.print(f"{asked}; running every task{where}, because:", style="dim")
                 for line in verdicts.summary():
                     live.console.print("  " + line, style="dim", soft_wrap=True)
 

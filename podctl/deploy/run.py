@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -182,11 +182,14 @@ def execute(
     verdicts = None
     note_path = sealed_note_path(request.runs_dir, request.site.name)
     records = converged.Target(run_dir, run_dir / "inventory", request.settings, request.hosts, request.limited)
+    hosts, limited = request.hosts, request.limited  # where the run goes
     ask = not request.check and not request.full
     fingerprint = run_fingerprint(request, run_dir / "inventory") if ask else ""
     note = _read_note(note_path) if ask else {}
-    # A host whose record this controller knows to hold other inputs (or none) cannot answer yes.
-    certain_no = [h for h in request.hosts if h in note and note[h] != fingerprint]
+    # A host whose record this controller knows to hold other inputs cannot answer yes, and no run
+    # on fewer hosts can follow: the look is skipped. One whose record a run that stopped forgot
+    # cannot answer yes either, but the others may: they are asked.
+    certain_no = [h for h in request.hosts if h in note and note[h] not in ("", fingerprint)]
     if ask and not certain_no:
         look = Recap(request.hosts)
 
@@ -203,6 +206,10 @@ def execute(
                  **look.as_dict(), **converged.record_json(verdicts)},
             )  # fmt: skip
             return DeployResult(run_dir, look, 0, "successful", None, verdicts.seconds, verdicts=verdicts)
+        # The inputs are those the holding hosts were converged with: the run goes to the others alone.
+        if alone := verdicts.drifted_alone():
+            hosts, limited = alone, True
+            records = replace(records, hosts=alone, limited=True)
     elif ask:
         verdicts = converged.Verdicts(
             {
@@ -213,18 +220,20 @@ def execute(
                         if note[h] == ""
                         else "the inputs changed since this controller's last deploy that converged it"
                     ],
+                    inputs_same=None if note[h] == "" else False,
                 )
-                for h in certain_no
+                for h in request.hosts
+                if h in note and note[h] != fingerprint
             },
             0.0,
             run_dir,
         )
     if verdicts is not None and on_verdicts is not None:
         on_verdicts(verdicts)
-    recap = Recap(request.hosts)
+    recap = Recap(hosts)
     tools = request.site.validation.tools.path if "validation-tools" in request.stages else None
     collector = converged.ResourceCollector(tools_path=tools)
-    threshold = FailureThreshold(request.max_fail_percent, len(request.hosts))
+    threshold = FailureThreshold(request.max_fail_percent, len(hosts))
 
     def event_handler(event: dict[str, Any]) -> None:
         recap.feed(event)
@@ -233,7 +242,7 @@ def execute(
             on_event(event, recap)
 
     if not request.check:
-        _write_note(note_path, dict.fromkeys(request.hosts, ""))  # the run's first play forgets them
+        _write_note(note_path, dict.fromkeys(hosts, ""))  # the run's first play forgets them
     started = time.monotonic()
     run = run_playbook(
         private_data_dir=run_dir,
@@ -241,7 +250,7 @@ def execute(
         playbook=playbook,
         inventory=run_dir / "inventory",
         settings=request.settings,
-        limit=request.hosts if request.limited else None,
+        limit=hosts if limited else None,
         options=[flag for flag, on in (("--check", request.check), ("--diff", request.diff)) if on],
         on_event=event_handler,
         cancel=lambda: threshold.exceeded(len(recap.failed_hosts)),
@@ -263,7 +272,7 @@ def execute(
         sealed_print = run_fingerprint(request, run_dir / "inventory")
         failed = converged.seal(records, sealed_print, collector.resources())
         result.seal = Seal(failed, time.monotonic() - sealed)
-        _write_note(note_path, {h: sealed_print for h in request.hosts if h not in failed})
+        _write_note(note_path, {h: sealed_print for h in hosts if h not in failed})
     body: dict[str, Any] = {
         "status": run.status,
         "rc": run.rc,

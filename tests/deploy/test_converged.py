@@ -94,11 +94,18 @@ def test_each_kind_of_change_is_named(tmp_path: Path, node: dict, change: Any, n
 
 
 def test_other_inputs_or_no_record_are_not_converged(tmp_path: Path, node: dict) -> None:
-    assert "no record" in _verify(tmp_path, node)["why"][0]
+    missing = _verify(tmp_path, node)
+    assert "no record" in missing["why"][0] and missing["inputs_same"] is None
     _seal(tmp_path, node)
-    assert "inputs changed" in _verify(tmp_path, node, fingerprint="f2")["why"][0]
+    other = _verify(tmp_path, node, fingerprint="f2")
+    assert "inputs changed" in other["why"][0] and other["inputs_same"] is False
+    # What the node holds changed, not the inputs: a run on this node alone would bring it back.
+    (node["root"] / "etc" / "a.conf").write_text("a = 3\n")
+    held = _verify(tmp_path, node)
+    assert held["converged"] is False and held["inputs_same"] is True
     Path(node["record"]).write_text("{not json")
-    assert "unreadable" in _verify(tmp_path, node)["why"][0]
+    unreadable = _verify(tmp_path, node)
+    assert "unreadable" in unreadable["why"][0] and unreadable["inputs_same"] is None
 
 
 def test_forgetting_removes_the_record_and_check_mode_keeps_it(tmp_path: Path, node: dict) -> None:
@@ -228,3 +235,29 @@ def test_the_summary_names_each_reason_once_with_its_hosts() -> None:
     assert verdicts.summary() == ["head01: file:/etc/a: was x, now y (and 1 more)", "node[01-02]: the inputs changed"]
     assert converged.Verdicts({h: converged.HostVerdict(True, [], 5) for h in ("a", "b")}, 1.0, Path(".")).converged
     assert not converged.Verdicts({}, 1.0, Path(".")).converged
+
+
+def _verdicts(**hosts: converged.HostVerdict) -> converged.Verdicts:
+    return converged.Verdicts(hosts, 1.0, Path("."))
+
+
+def test_a_run_goes_to_the_hosts_that_differ_alone_only_while_the_inputs_are_the_same() -> None:
+    held = converged.HostVerdict(True, [], 5, True)
+    edited = converged.HostVerdict(False, ["file:/etc/a: its content changed"], 5, True)
+    replaced = converged.HostVerdict(False, ["no record (...)"], 0, None)
+    unasked = converged.HostVerdict(False, ["could not be asked: unreachable"])
+    other_inputs = converged.HostVerdict(False, ["the inputs changed since ..."], 5, False)
+    # A hand edit on one node, a node replaced, a node that could not be asked: those alone.
+    assert _verdicts(head01=held, node01=held, node02=edited).drifted_alone() == ["node02"]
+    assert _verdicts(head01=held, node02=edited, node01=replaced, node03=unasked).drifted_alone() == [
+        "node01",
+        "node02",
+        "node03",
+    ]
+    # Every host, when any host's record was made by a run of other inputs (the site or podctl
+    # changed: the holding hosts may need what that run would change), when none holds, or when
+    # every host holds (nothing runs).
+    assert _verdicts(head01=held, node01=other_inputs, node02=edited).drifted_alone() is None
+    assert _verdicts(node01=edited, node02=replaced).drifted_alone() is None
+    assert _verdicts(node01=held, node02=held).drifted_alone() is None
+    assert converged.record_json(_verdicts(head01=held, node02=edited))["ran_alone"] == ["node02"]

@@ -120,6 +120,25 @@ def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deplo
     assert "skipped-by-hardware" in stdout.replace("\n", "") or "skipped-by-har" in stdout
 
 
+def test_a_node_edited_by_hand_is_put_right_alone_and_nothing_restarts(deploy_pod: DeployPod) -> None:
+    # Nothing podctl is given changed; node02's PAM limits were edited by hand. Its record says so
+    # and every other host's holds: every task runs on node02 alone, puts the file back, and no
+    # service restarts anywhere.
+    limits = "/etc/security/limits.d/90-podctl-hpc.conf"
+    before = deploy_pod.daemons()
+    deploy_pod.ssh("node02", f"echo '# edited by hand' >> {limits}")
+    recap, _ = _deploy(deploy_pod)
+    assert recap["ran_alone"] == ["node02"], recap.get("converged_hosts")
+    assert any(limits in why for why in recap["converged_hosts"]["node02"]["why"]), recap["converged_hosts"]
+    assert _counts(recap)["node02"][1:] == (1, 0) and list(recap["hosts"]) == ["node02"], recap["hosts"]
+    assert "# edited by hand" not in deploy_pod.ssh("node02", f"cat {limits}")
+    # The others kept their records, and node02 has a new one: the next deploy runs nothing.
+    again, _ = _deploy(deploy_pod)
+    assert again["converged"] is True, again.get("converged_hosts")
+    changed = daemons_changed(before, deploy_pod.daemons())
+    assert not changed, "\n".join(changed)
+
+
 @pytest.mark.parametrize("strategy", [[], ["--no-mitogen"]], ids=["mitogen", "openssh"])
 def test_a_node_whose_host_key_changed_is_refused(
     deploy_pod: DeployPod, strategy: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -67,6 +67,12 @@ resources:
   description: How many resources the record holds.
   type: int
   returned: always
+inputs_same:
+  description: The record was made by a run of the fingerprint given (verified only; null without a
+    readable record). A node that differs from its record in what it holds, not in its inputs, can
+    be converged by a run on it alone.
+  type: bool
+  returned: when state is verified
 """
 
 RECORD_VERSION = 1
@@ -323,9 +329,10 @@ def main():
         module.exit_json(changed=True, converged=True, why=[], resources=len(shot))
     record, problem = _read(path)
     if record is None:
-        module.exit_json(changed=False, converged=False, why=[problem], resources=0)
+        module.exit_json(changed=False, converged=False, why=[problem], resources=0, inputs_same=None)
     why = []
-    if record.get("fingerprint") != module.params["fingerprint"]:
+    inputs_same = record.get("fingerprint") == module.params["fingerprint"]
+    if not inputs_same:
         why.append("the inputs changed since the last deploy that converged it (the site, podctl, or a file it copies)")
     now = snapshot(_resources_of(record["snapshot"]))
     for key, was in sorted(record["snapshot"].items()):
@@ -337,6 +344,7 @@ def main():
         why=why[:SHOW_WHY] + (["..."] if len(why) > SHOW_WHY else []),
         resources=len(record["snapshot"]),
         sealed=record.get("sealed"),
+        inputs_same=inputs_same,
     )
 
 

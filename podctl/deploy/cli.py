@@ -168,6 +168,15 @@ def print_result(result: DeployResult, console: Console) -> None:
             style="green",
             soft_wrap=True,
         )
+    looked = result.verdicts
+    alone = looked.drifted_alone() if looked is not None else None
+    if looked is not None and alone:
+        held = sorted(set(looked.hosts) - set(alone))
+        console.print(
+            f"ran on {fold_hostlist(alone)} alone: {fold_hostlist(held)} left as their records say",
+            style="dim",
+            soft_wrap=True,
+        )
     if result.seal is not None and result.seal.failed:
         for host, why in sorted(result.seal.failed.items()):
             console.print(

@@ -39,7 +39,7 @@ from .podman import (
     owned_by,
     pod_filter,
 )
-from .preflight import check_inotify, check_neighbours
+from .preflight import check_disk, check_inotify, check_neighbours
 from .spec import NodeSpec, PodSpec, create_args, hosts_file, network_create_args, pod_spec, spec_label, ssh_config
 
 # A kept container gets this long to prove it is healthy before it is replaced.
@@ -270,6 +270,7 @@ def up(
 
         check_inotify(sum(1 for n in spec.nodes if not (n.hostname in ours and ours[n.hostname].running)))
         check_neighbours(len(spec.all_nodes))
+        check_disk(sum(1 for n in spec.nodes if n.hostname not in ours), podman.graph_root())
 
         removed: list[str] = []
         if not spec.subset:

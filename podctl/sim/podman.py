@@ -12,6 +12,7 @@ import json
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import SimError
@@ -109,6 +110,10 @@ class Podman:
         if check and proc.returncode != 0:
             raise SimError(explain_podman_failure(list(args), proc.stderr or proc.stdout))
         return proc
+
+    def graph_root(self) -> Path:
+        """Where podman keeps images and the containers' own files."""
+        return Path(self.run(["info", "--format", "{{.Store.GraphRoot}}"]).stdout.strip())
 
     def json(self, args: Sequence[str]) -> Any:
         out = self.run(args).stdout.strip()

@@ -57,6 +57,34 @@ NEIGHBOUR_LIMIT = Path("/proc/sys/net/ipv4/neigh/default/gc_thresh3")
 NEIGHBOUR_SETTING = 16384  # what .ci/sim-setup.sh sets (with gc_thresh2 at half of it)
 
 
+# What a deployed node adds to podman's storage over its image: every stage's packages (Debian 13's
+# python3-torch brings LLVM, ROCm's HIP runtime and Open MPI with it) and the validation tools. A
+# deployed Debian 13 compute node held 1.69 GB of its own and a head node 1.11 GB (`podman ps
+# --size`, 2026-12-06); a 32-node pod brought up on about 50 GB free ran out mid-deploy, and every
+# node failed with "No space left on device" after 23 minutes (docs/scale.md).
+NODE_DISK_GIB = 2
+
+
+def check_disk(new_nodes: int, store: Path, free: int | None = None) -> None:
+    """SimError when `new_nodes` more nodes, once deployed, would not fit in podman's storage
+    (`store`, its graph root; `free`: its free bytes, read from the file system when None)."""
+    if new_nodes <= 0:
+        return
+    if free is None:
+        try:
+            free = shutil.disk_usage(store).free
+        except OSError:
+            return
+    need = new_nodes * NODE_DISK_GIB
+    if need * 2**30 > free:
+        raise SimError(
+            f"{new_nodes} more sim node(s) take about {need} GiB of disk once deployed ({NODE_DISK_GIB} GiB "
+            f"each: every stage's packages and the validation tools), but {store} has {free / 2**30:.1f} GiB "
+            "free: the deploy would stop part-way with 'No space left on device'. Free space there, or "
+            "declare fewer nodes"
+        )
+
+
 def neighbours_needed(nodes: int) -> int:
     """Neighbour entries a pod of `nodes` sim nodes holds at most: each node's entry for every
     other node and for the bridge, and the host's for every node."""

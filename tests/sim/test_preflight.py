@@ -131,6 +131,23 @@ def test_a_pod_past_the_hosts_neighbour_table_is_refused_before_any_node_starts(
     check_neighbours(32, tmp_path / "absent")  # not Linux's procfs: nothing to check against
 
 
+def test_a_pod_past_the_disk_podman_has_is_refused_before_any_node_starts(tmp_path):
+    from podctl.sim.preflight import NODE_DISK_GIB, check_disk
+
+    # The disk a 32-node pod ran out of mid-deploy: 100 GiB free takes no more than 100 // NODE_DISK_GIB nodes.
+    fits = 100 // NODE_DISK_GIB
+    check_disk(fits, tmp_path, free=100 * 2**30)
+    check_disk(0, tmp_path, free=0)  # nodes already there: nothing new to fit
+    with pytest.raises(SimError) as err:
+        check_disk(fits + 1, tmp_path, free=100 * 2**30)
+    message = str(err.value)
+    assert f"{fits + 1} more sim node(s) take about {(fits + 1) * NODE_DISK_GIB} GiB" in message
+    assert f"{tmp_path} has 100.0 GiB free" in message and "No space left on device" in message
+    # Without a figure given, the file system's own: no disk holds a million nodes.
+    with pytest.raises(SimError, match="GiB free"):
+        check_disk(10**6, tmp_path)
+
+
 def test_inotify_instances_in_use_are_counted_from_the_processes_descriptors(tmp_path):
     from podctl.sim.preflight import inotify_in_use
 

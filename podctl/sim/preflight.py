@@ -60,8 +60,8 @@ NEIGHBOUR_SETTING = 16384  # what .ci/sim-setup.sh sets (with gc_thresh2 at half
 # What a deployed node adds to podman's storage over its image: every stage's packages (Debian 13's
 # python3-torch brings LLVM, ROCm's HIP runtime and Open MPI with it) and the validation tools. A
 # deployed Debian 13 compute node held 1.69 GB of its own and a head node 1.11 GB (`podman ps
-# --size`, 2026-12-06); a 32-node pod brought up on about 50 GB free ran out mid-deploy, and every
-# node failed with "No space left on device" after 23 minutes (docs/scale.md).
+# --size`, 2026-12-06); a 32-node pod brought up on about 50 GB free ran out 23 minutes into its
+# deploy, with "No space left on device" on the nodes and in ansible-playbook (docs/scale.md).
 NODE_DISK_GIB = 2
 
 

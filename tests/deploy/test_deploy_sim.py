@@ -496,6 +496,13 @@ def test_a_deploy_limited_to_one_node_touches_that_node_alone(deploy_pod: Deploy
     recap, _ = _deploy(deploy_pod, "--limit", "node02", "--only", "os,slurm,monitoring")
     assert set(recap["hosts"]) == {"node02"}
     assert recap["hosts"]["node02"]["changed"] == 0 and recap["hosts"]["node02"]["failed"] == 0, recap["hosts"]
+    # node02's record now stands for three stages on node02 alone (and the others' for the
+    # partition change's slurm stage): other inputs than a whole deploy's, so the next whole
+    # deploy runs every task on every host, changes nothing, and leaves the records the tests
+    # after this one start from (a drift check by the records).
+    whole, _ = _deploy(deploy_pod)
+    assert whole["converged"] is False and whole["ran_alone"] is None, whole.get("converged_hosts")
+    assert {h: r[1:] for h, r in _counts(whole).items()} == {h: (0, 0) for h in ALL}, whole["hosts"]
     changed = daemons_changed(daemons, deploy_pod.daemons())
     assert not changed, "\n".join(changed)
 

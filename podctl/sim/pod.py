@@ -270,7 +270,8 @@ def up(
 
         check_inotify(sum(1 for n in spec.nodes if not (n.hostname in ours and ours[n.hostname].running)))
         check_neighbours(len(spec.all_nodes))
-        check_disk(sum(1 for n in spec.nodes if n.hostname not in ours), podman.graph_root())
+        if new_nodes := sum(1 for n in spec.nodes if n.hostname not in ours):
+            check_disk(new_nodes, podman.graph_root())  # `podman info` only when a node is to be made
 
         removed: list[str] = []
         if not spec.subset:

@@ -212,9 +212,9 @@ class Pod:
         raise AssertionError(f"nodes not idle after {timeout_s:.0f} s:\n{states}")
 
 
-def certify(pod: Pod, runs: int) -> None:
-    """`runs` full validates in a row, each CERTIFIED with every suite run and every node judged on
-    its figures, and every job podctl ran COMPLETED 0:0 in Slurm's accounting."""
+def certify(pod: Pod, runs: int, compute: tuple[str, ...] = ("node01", "node02", "node03")) -> None:
+    """`runs` full validates in a row, each CERTIFIED with every suite run and every node of
+    `compute` judged on its figures, and every job podctl ran COMPLETED 0:0 in Slurm's accounting."""
     since = pod.sh("head01", "date +%Y-%m-%dT%H:%M:%S").stdout.strip()
     for attempt in range(1, runs + 1):
         rc, data, out = pod.validate(f"healthy-{attempt}")
@@ -232,7 +232,7 @@ def certify(pod: Pod, runs: int) -> None:
             ("smoke", "pod"),
         } <= checks
         judged = {(v["node"], v["figure"]) for v in data["verdicts"]}
-        for node in ("node01", "node02", "node03"):
+        for node in compute:
             for figure in (
                 "gemm_fp32_gflops",
                 "memory_bandwidth",

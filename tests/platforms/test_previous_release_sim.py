@@ -7,6 +7,10 @@ The shared pod of the other sim tests runs the default, Debian 13 with Slurm 24.
 the whole matrix (faults, day 2, the gate, rolling changes): docs/testing.md says why this one
 runs only the main job. Its own pod, on its own /24, brought up before the shared pod
 (tests/conftest.py's SIM_ORDER), so the two never run at once, and removed after.
+
+One head and two compute nodes: every role's head and compute paths, a multi-node job through
+Slurm, and a pair for the collectives, without a third compute node's install and certification,
+which walk the same paths (fault localization among three, on the shared pod).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tests.simpod import Pod, certify, daemons_changed, podctl, sim_site_copy
 pytestmark = pytest.mark.sim
 
 POD = "simdeb12"
+COMPUTE = ("node01", "node02")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +36,7 @@ def previous_pod(tmp_path_factory: pytest.TempPathFactory):
         cannot_run_here("the sim needs root")
     base = tmp_path_factory.mktemp(POD)
     site = base / "site.yaml"
-    text = sim_site_copy(POD, "10.89.14.", "172.25.0.0/16")
+    text = sim_site_copy(POD, "10.89.14.", "172.25.0.0/16").replace("node[01-03]", f"node[01-{len(COMPUTE):02d}]")
     site.write_text(text.replace("\nnodes:\n", '\nos: {distribution: debian, release: "12"}\n\nnodes:\n', 1))
     podctl("sim", "up", str(site), timeout=600)
     try:
@@ -67,4 +72,5 @@ def test_a_debian_12_pod_with_slurm_22_05_deploys_reruns_unchanged_and_is_certif
         release, slurm = found.strip().splitlines()
         assert release == "debian 12", (host, found)
         assert slurm.startswith("22.05."), (host, found)
-    certify(pod, 1)
+    assert pod.hosts() == ["head01", *COMPUTE]
+    certify(pod, 1, COMPUTE)

@@ -161,7 +161,9 @@ def _sandbox(
         _need("unshare")
         return ["unshare", *namespaces, "--fork", "sh", "-c", script]
     return [
-        "podman", "run", "--rm", "--privileged", "--network=none",
+        # A small CPU weight: under make test this runs beside the sim part's pod, whose nodes'
+        # containers would otherwise weigh no more than this one (nice does not cross cgroups).
+        "podman", "run", "--rm", "--privileged", "--network=none", "--cpu-shares=64",
         f"--volume={tmp_path}:{tmp_path}", f"--volume={REPO}:{REPO}:ro",
         *(f"--env={key}={value}" for key, value in env.items()),
         _consumers_image(), "sh", "-c", script,

@@ -12,6 +12,7 @@ checkout, so that the sim pod is deployed and validated by an installed podctl).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from podctl.platforms import SlurmVersion
-from podctl.sim.podman import container_name
+from podctl.sim.podman import Podman, container_name
+from podctl.sim.preflight import preflight
 from tests.conftest import REPO, SIM_SITE
 
 # The shared pod's name and /24: PODCTL_TEST_SIM_POD and PODCTL_TEST_SIM_SUBNET (e.g. "10.89.40.")
@@ -62,6 +64,13 @@ def daemons_changed(
     return lines
 
 
+@functools.cache
+def _podman() -> Podman:
+    """podman as `podctl sim` runs it (the tools its preflight found, the runtime named)."""
+    tools = preflight("exec")
+    return Podman(tools.podman, tools.runc)
+
+
 def podctl_command() -> list[str]:
     installed = os.environ.get("PODCTL_TEST_PODCTL")
     return [installed] if installed else [sys.executable, "-m", "podctl.cli"]
@@ -80,9 +89,10 @@ def podctl(*args: str, timeout: float = 900, check: bool = True) -> subprocess.C
     return proc
 
 
-def sim_site_copy(pod: str, subnet_prefix: str, ipoib_supernet: str) -> str:
-    """inventory/sim/site.yaml as pod `pod` on `subnet_prefix`0/24, for a temporary folder."""
-    text = SIM_SITE.read_text()
+def sim_site_copy(pod: str, subnet_prefix: str, ipoib_supernet: str, compute: int = 3) -> str:
+    """inventory/sim/site.yaml as pod `pod` on `subnet_prefix`0/24 with `compute` compute nodes
+    (the site's node[01-03]), for a temporary folder."""
+    text = SIM_SITE.read_text().replace("node[01-03]", f"node[01-{compute:02d}]")
     text = re.sub(r"(?m)^  name: sim$", f"  name: {pod}", text)
     text = text.replace("10.89.0.", subnet_prefix).replace("172.30.0.0/16", ipoib_supernet)
     # The copy lives elsewhere: the wheel folder `make sim-wheels` fills, by its absolute path.
@@ -93,8 +103,7 @@ def sim_site_copy(pod: str, subnet_prefix: str, ipoib_supernet: str) -> str:
 def grown_sim_site(folder: Path, pod: str, compute: int) -> Path:
     """A copy of the sim site as pod `pod` with `compute` compute nodes, written to folder/site.yaml."""
     site_file = folder / "site.yaml"
-    text = sim_site_copy(pod, "10.89.9.", "172.31.0.0/16").replace("node[01-03]", f"node[01-{compute:02d}]")
-    site_file.write_text(text)
+    site_file.write_text(sim_site_copy(pod, "10.89.9.", "172.31.0.0/16", compute))
     return site_file
 
 
@@ -138,13 +147,10 @@ class Pod:
         return self.sh(host, command).stdout
 
     def sh(self, host: str, command: str) -> subprocess.CompletedProcess[str]:
-        # `podman exec` in the node's container, as `podctl sim exec` runs it once it has found the
-        # container (tests/sim/test_sim_pod.py tests that command): 0.14 s a call against 0.45 s,
-        # most of it the CLI starting, and the sim tests make some hundreds of these calls.
-        return subprocess.run(
-            ["podman", "exec", container_name(self.name, host), "sh", "-c", command],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        # The `podman exec` that `podctl sim exec` runs once it has found the node's container
+        # (tests/sim/test_sim_pod.py tests that command), without starting the CLI: 0.14 s a call
+        # against 0.45 s, and a CI run makes about 700 of them.
+        return _podman().run(["exec", container_name(self.name, host), "sh", "-c", command], check=False)
 
     def validate(self, name: str, *args: str, site: Path | None = None) -> tuple[int, dict, str]:
         report = self.base / name
@@ -219,9 +225,14 @@ class Pod:
         raise AssertionError(f"nodes not idle after {timeout_s:.0f} s:\n{states}")
 
 
-def certify(pod: Pod, runs: int, compute: tuple[str, ...] = ("node01", "node02", "node03")) -> None:
-    """`runs` full validates in a row, each CERTIFIED with every suite run and every node of
-    `compute` judged on its figures, and every job podctl ran COMPLETED 0:0 in Slurm's accounting."""
+def certify(pod: Pod, runs: int) -> None:
+    """`runs` full validates in a row, each CERTIFIED with every suite run and every compute node
+    judged on its figures, and every job podctl ran COMPLETED 0:0 in Slurm's accounting."""
+    from podctl.model import Role
+    from podctl.site import load_site
+
+    compute = [n.hostname for n in load_site(pod.site).nodes if Role.COMPUTE in n.roles]
+    assert compute, pod.site
     since = pod.sh("head01", "date +%Y-%m-%dT%H:%M:%S").stdout.strip()
     for attempt in range(1, runs + 1):
         rc, data, out = pod.validate(f"healthy-{attempt}")

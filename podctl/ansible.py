@@ -79,14 +79,27 @@ class AnsibleSettings:
     envvars: dict[str, str]
 
 
+def _runtime_folder(session_name: str, home_name: str, what: str) -> Path:
+    """A folder of this user's alone for `what`, or an error (podctl.fsio.private_folder):
+    $XDG_RUNTIME_DIR/<session_name> in a login session, else ~/.ansible/<home_name>; never a shared
+    /tmp, where another user could make the folder first or connect to a socket in it. (Unix socket
+    paths end at ~108 bytes: both are short.)"""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(runtime) / session_name if runtime else Path.home() / ".ansible" / home_name
+    return private_folder(folder, what)
+
+
 def control_path_dir() -> Path:
     """The folder of SSH's multiplexed sockets, which carry root's module payloads (the munge key on
-    stdin, the database password): this user's alone, or an error (podctl.fsio.private_folder).
-    $XDG_RUNTIME_DIR/podctl-ssh in a login session, else ~/.ansible/cp; never a shared /tmp, where
-    another user could make the folder first. (Unix socket paths end at ~108 bytes: both are short.)"""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(runtime) / "podctl-ssh" if runtime else Path.home() / ".ansible" / "cp"
-    return private_folder(folder, "SSH's control sockets")
+    stdin, the database password)."""
+    return _runtime_folder("podctl-ssh", "cp", "SSH's control sockets")
+
+
+def temp_dir() -> Path:
+    """TMPDIR of the Ansible that podctl runs. Mitogen binds its control socket (mitogen_unix_*.sock)
+    in tempfile's folder, makes it 0600 only after bind(), and never asks who connected: whoever
+    reaches it drives root on every node. Ansible's controller keeps its own temporary files there."""
+    return _runtime_folder("podctl-tmp", "podctl-tmp", "Ansible's temporary files and Mitogen's control socket")
 
 
 def ansible_settings(
@@ -113,6 +126,7 @@ def ansible_settings(
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
+        "TMPDIR": str(temp_dir()),
     }
     if private_key is not None:
         env["ANSIBLE_PRIVATE_KEY_FILE"] = str(private_key)

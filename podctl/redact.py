@@ -1,5 +1,5 @@
-"""Credentials in URLs (`https://user:token@index.example/simple`, `https://h/simple?token=...`),
-kept out of what podctl writes.
+"""Credentials in URLs (`https://user:token@index.example/simple`, `https://token@index.example/simple`,
+`https://h/simple?token=...`), kept out of what podctl writes.
 
 A site may give a package index with a token in it. The node that installs
 from it needs the token; nothing podctl leaves behind does: run artifacts,
@@ -24,9 +24,10 @@ MAX_USERINFO = 512
 
 def redact_urls(text: str) -> str:
     """`text` with the secrets of every `scheme://...` URL in it replaced by ***: the password of its
-    userinfo (`user:***@host`) and every value of its query string (`?token=***&sig=***`; a
-    parameter without `=` as a whole). Index and mirror URLs carry tokens in either place (a
-    package index's `?token=`, a signed object store's `X-Amz-Signature=`)."""
+    userinfo (`user:***@host`), a userinfo without a password as a whole (`***@host`), and every
+    value of its query string (`?token=***&sig=***`; a parameter without `=` as a whole). Index and
+    mirror URLs carry tokens in either place (a package index's `?token=`, a signed object store's
+    `X-Amz-Signature=`)."""
     out: list[str] = []
     start = 0
     pos = text.find("://")
@@ -49,8 +50,10 @@ def redact_urls(text: str) -> str:
                     break
                 if char == ":" and colon == -1:
                     colon = i
-            if at != -1 and colon != -1:
-                out.append(text[start : colon + 1])
+            if at > begin:
+                # `user:token@` keeps its user; a bare `token@` cannot be told from a user name, so all
+                # of it goes.
+                out.append(text[start : colon + 1 if colon != -1 else begin])
                 out.append(MASK)
                 start = at
             query = text.find("?", max(begin, start), url_end)

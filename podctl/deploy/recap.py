@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..redact import redact_urls
 from .stages import stage_of_task_path
 
 HARDWARE_GATE_PREFIX = "Hardware gate |"
@@ -67,7 +68,9 @@ def _message(res: dict[str, Any]) -> str:
         value = res.get(key)
         if value:
             text = str(value).strip().splitlines()
-            return text[-1][:300] if text else ""
+            # Printed and kept in recap.json, which the artifacts' redaction never reaches; redacted
+            # before it is cut, so that no token loses the `@` that marks it.
+            return redact_urls(text[-1])[:300] if text else ""
     return ""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from ..errors import Diagnostic, Severity
+from ..redact import redact_urls
 from ..suggest import closest, did_you_mean
 from ..yamlsource import PathKey, Source, format_path
 
@@ -246,7 +247,8 @@ def _report_schema_error(err: jsonschema.ValidationError, report: Reporter, unsa
 
 
 def _short(value: object) -> str:
-    text = repr(value)
+    # A value a diagnostic quotes may be an index URL with its token (podctl.redact).
+    text = redact_urls(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -141,3 +141,19 @@ def test_recap_of_a_recorded_sim_run() -> None:
         "os: sysctl (container, read-only /proc/sys)",
         "storage: mount units not started (already mounted by a stand-in)",
     ]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Looking in indexes: https://s3cr3t-token@pypi.example.com/simple",
+        "Looking in indexes: https://ci:s3cr3t-token@pypi.example.com/simple",
+        # Past the 300 characters a message keeps: the token must not lose the `@` that marks it.
+        "x" * 280 + " https://s3cr3t-token@pypi.example.com/simple",
+    ],
+)
+def test_a_failure_message_keeps_no_url_secret(message: str) -> None:
+    recap = Recap()
+    recap.feed(_result(1, "runner_on_failed", "n", "Install | tools", f"{ROLES}/t/tasks/i.yml:1", {"msg": message}))
+    shown = recap.hosts["n"].failures[0].message
+    assert "s3cr" not in shown and "***@pypi" in shown

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import socket
 import stat
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import pytest
@@ -208,6 +210,7 @@ SECRET = "s3cr3t-token"
 # A token where package indexes and object stores put them: the userinfo, or the query string.
 SECRET_URLS = {
     "userinfo": (f"https://ci-user:{SECRET}@pypi.example.com/simple", "ci-user:***@pypi.example.com"),
+    "bare-userinfo": (f"https://{SECRET}@pypi.example.com/simple", "https://***@pypi.example.com"),
     "query": (f"https://pypi.example.com/simple?token={SECRET}", "simple?token=***"),
     "signed": (f"https://store.example.com/w/simple?X-Amz-Credential=a&X-Amz-Signature={SECRET}", "Signature=***"),
     "bare": (f"https://pypi.example.com/simple?{SECRET}", "simple?***"),
@@ -241,6 +244,16 @@ def test_plan_does_not_print_the_secret(tmp_path: Path, form: str) -> None:
     assert shown in ran.out  # the JSON plan: not cut to the terminal's width
 
 
+@pytest.mark.parametrize("form", sorted(SECRET_URLS))
+def test_check_does_not_print_the_secret_of_an_index_url_it_refuses(tmp_path: Path, form: str) -> None:
+    # A space ends the URL the schema takes: `podctl check` quotes the value it refuses.
+    site = _site_with_secret(tmp_path, SECRET_URLS[form][0] + " x")
+    for output in ("text", "json"):
+        ran = podctl("check", str(site), "-o", output)
+        assert ran.rc == 2 and "validation.tools.index_url" in ran.out, ran.out + ran.err
+        assert SECRET not in ran.out + ran.err
+
+
 def test_run_artifacts_are_redacted(tmp_path: Path) -> None:
     events = tmp_path / "artifacts" / "deploy" / "job_events"
     events.mkdir(parents=True)
@@ -258,10 +271,26 @@ def test_the_pip_task_logs_nothing_when_the_index_holds_a_secret() -> None:
     assert pip and all(t.get("no_log") == "{{ _podctl_validation_tools_index_secret }}" for t in pip)
 
 
-@pytest.mark.parametrize("text", ["https://u:p@h/x", "x https://user:pw@host:8080/simple y", '"http://a:b@c"'])
-def test_redact_urls(text: str) -> None:
-    assert ":p@" not in redact_urls(text) and ":pw@" not in redact_urls(text) and ":b@" not in redact_urls(text)
-    assert "***@" in redact_urls(text)
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("https://u:p@h/x", "https://u:***@h/x"),
+        ("x https://user:pw@host:8080/simple y", "x https://user:***@host:8080/simple y"),
+        ('"http://a:b@c"', '"http://a:***@c"'),
+        # A token as the whole userinfo, as a package index or a git host hands it out.
+        ("https://TOKEN@host/simple/", "https://***@host/simple/"),
+        ("--index-url https://TOKEN@host:8443/simple/ x", "--index-url https://***@host:8443/simple/ x"),
+        ('{"url": "https://TOKEN@host/simple/"}', '{"url": "https://***@host/simple/"}'),
+        ("https://TOKEN@host/simple/?token=T2", "https://***@host/simple/?token=***"),
+        ("a https://TOKEN@h/s b https://u:p@h/s", "a https://***@h/s b https://u:***@h/s"),
+        # No userinfo: an '@' past the authority, or none at all, is left as it is.
+        ("https://host/simple/a@b", "https://host/simple/a@b"),
+        ("https://@host/", "https://@host/"),
+        ("user@host:/path", "user@host:/path"),
+    ],
+)
+def test_redact_urls(text: str, redacted: str) -> None:
+    assert redact_urls(text) == redacted
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
@@ -358,18 +387,19 @@ def test_readers_are_linear_on_hostile_lines(reader: str) -> None:
         assert time.monotonic() - started < 1.0, f"{reader} on {name}"
 
 
-# -- SSH's control sockets: a folder of this user's alone -----------------------------------------
+# -- SSH's control sockets and Mitogen's: a folder of this user's alone ---------------------------
 
 
 @pytest.mark.parametrize("squat", ["another-users", "open-to-others", "a-link"])
-def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str) -> None:
+@pytest.mark.parametrize(("name", "what"), [("podctl-ssh", "SSH's control sockets"), ("podctl-tmp", "Mitogen's")])
+def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str, name: str, what: str) -> None:
     import os
 
     from .conftest import assert_user_error
 
     runtime = tmp_path / "run-user"
     runtime.mkdir(mode=0o700)
-    folder = runtime / "podctl-ssh"
+    folder = runtime / name
     if squat == "a-link":
         (tmp_path / "elsewhere").mkdir(mode=0o700)
         folder.symlink_to(tmp_path / "elsewhere")
@@ -380,7 +410,7 @@ def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str) -
             os.chown(folder, 65534, 65534)
     site = REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"
     ran = podctl("deploy", str(site), "--runs-dir", str(tmp_path / "runs"), env={"XDG_RUNTIME_DIR": str(runtime)})
-    assert_user_error(ran, str(folder), "SSH's control sockets")
+    assert_user_error(ran, str(folder), what)
     assert list(folder.iterdir()) == []  # no socket was made in it (through the link: in its target)
 
 
@@ -399,6 +429,52 @@ def test_the_control_path_is_private_and_never_under_tmp(tmp_path: Path, monkeyp
     )
     assert settings.envvars["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(folder)
     assert "/tmp/podctl-ssh" not in str(settings.envvars)
+
+
+@pytest.mark.ansible
+def test_mitogen_binds_its_control_socket_in_a_private_folder_not_in_the_shared_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real ansible-runner and ansible-playbook with Mitogen's strategy, against this machine
+    (connection local). `shared` stands for /tmp: the TMPDIR podctl itself was started with."""
+    from podctl.ansible import ansible_settings, run_playbook
+
+    shared, runtime = tmp_path / "shared", tmp_path / "runtime"
+    shared.mkdir()
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("TMPDIR", str(shared))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    settings = ansible_settings(
+        hosts=1, fast=True, fact_cache_dir=tmp_path / "facts", roles_path=tmp_path, private_key=None, mitogen=True
+    )
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    localhost = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = {"all": {"hosts": {"localhost": localhost}}}
+    (run_dir / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    # The task looks while the run, and so Mitogen's listener, is up.
+    find = ["find", str(shared), str(runtime), "-name", "mitogen_unix_*"]
+    task = {"name": "Sockets", "ansible.builtin.command": {"argv": find}, "changed_when": False}
+    play = [{"name": "Look", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
+    (run_dir / "play.yml").write_text(yaml.safe_dump(play))
+    found: list[str] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("event") == "runner_on_ok":
+            found.extend(event["event_data"]["res"]["stdout_lines"])
+
+    run = run_playbook(
+        private_data_dir=run_dir,
+        ident="look",
+        playbook=run_dir / "play.yml",
+        inventory=run_dir / "hosts.yml",
+        settings=settings,
+        on_event=on_event,
+    )
+    assert run.status == "successful", (run_dir / "artifacts" / "look" / "stdout").read_text()
+    private = runtime / "podctl-tmp"
+    assert found and [Path(f).parent for f in found] == [private] * len(found), found
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
 
 
 # -- what a node prints is kept to a bound ---------------------------------------------------------

@@ -51,7 +51,7 @@ def collect(site: Site, nodes: Nodes, folder: Path, progress: Callable[[str], No
         seconds[name] = round(time.monotonic() - started, 2)
         finished = result.returncode == 0 or (name == "ibqueryerrors" and "## Summary" in result.stdout)
         if result.error is not None or not finished or result.dropped:
-            why = result.error or result.dropped_note() or f"exit {result.returncode}: {result.stderr.strip()[-300:]}"
+            why = result.error or result.dropped_note or f"exit {result.returncode}: {result.stderr.strip()[-300:]}"
             raise FabricCheckError(
                 f"{' '.join(argv)} on {host}, against the sim pod's emulated fabric: {why}; is the fabric up "
                 f"(`podctl sim up`) and the fabric stage deployed (`podctl deploy --only fabric`)?"

@@ -22,9 +22,11 @@ interpreter, virtualenv or module path that anyone but root could have written, 
 runs Python isolated (-I) from /. A refusal is recorded ("refused", the metric
 podctl_health_refused and its alert), never a drain. Every command the gate starts runs from /.
 
-Memory and disk pressure are what jobs cause: on a node Slurm has allocated to a job they are
-warnings (the record's "warnings", the metric podctl_health_warnings and its alert), never a
-drain; on a node with no job they are faults like any other.
+Memory and disk pressure are what users' jobs can cause: free memory (leftover processes, files
+in /dev/shm or a tmpfs /tmp) and free space on the folders it checks (/tmp, /var/tmp, a local
+scratch) are what any job may fill, and what one job left behind would otherwise drain its node
+once idle. They are warnings (the record's "warnings", the metric podctl_health_warnings and its
+alert), never a drain, whether or not a job holds the node.
 
 A unit found activating, deactivating or reloading is asked again every half second for a
 short while (transient_wait_s, 5 s) before it counts: a restart passes through those states.
@@ -87,8 +89,6 @@ TRANSIENT_POLL_S = 0.5
 MARK_MAX_S = 3600
 # podctl-validation-exec's exit status when it refuses to run code another user could have written.
 REFUSED_EXIT = 77
-# Slurm node states in which a job holds the node (scontrol's State, before any +FLAG).
-ALLOCATED_STATES = ("ALLOCATED", "MIXED", "COMPLETING")
 
 
 class Gate:
@@ -99,7 +99,7 @@ class Gate:
         self.deadline = deadline
         self.findings: list[str] = []
         self.errors: list[str] = []  # why the gate could not judge (never drains)
-        # Memory and disk pressure: findings on an idle node, warnings on one a job holds (see main).
+        # Memory and disk pressure: warnings, never findings (see judge_pressure).
         self.pressure: list[str] = []
         self.warnings: list[str] = []
         self.refused: str | None = None  # podctl-validation-exec refused the node check's code
@@ -416,7 +416,7 @@ def metrics(record: dict[str, Any]) -> str:
         "# HELP podctl_health_refused 1 when the check refused to run code that a user other than root could have written.",
         "# TYPE podctl_health_refused gauge",
         f"podctl_health_refused {1 if record.get('refused') else 0}",
-        "# HELP podctl_health_warnings Memory or disk pressure on a node a job holds: an alert, never a drain.",
+        "# HELP podctl_health_warnings Memory or disk pressure, which a user's job can cause: an alert, never a drain.",
         "# TYPE podctl_health_warnings gauge",
         f"podctl_health_warnings {len(record.get('warnings', []))}",
         "# HELP podctl_health_drain_failed 1 when the node failed but could not drain itself in Slurm.",
@@ -443,27 +443,12 @@ def metrics(record: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------- Slurm
 
 
-def allocated(gate: Gate, node: str) -> bool | None:
-    """Whether a job holds the node (None: scontrol cannot say)."""
-    current = node_state(gate, node)
-    if current is None:
-        return None
-    return current[0].split("+")[0] in ALLOCATED_STATES
-
-
-def judge_pressure(gate: Gate, node: str) -> None:
-    """Memory or disk pressure is what a job does: a warning while a job holds the node, a finding
-    on a node with none (or when Slurm cannot say: the gate errs towards the pod's health)."""
-    if not gate.pressure:
-        return
-    held = allocated(gate, node)
-    if held:
+def judge_pressure(gate: Gate) -> None:
+    """Memory or disk pressure is what a user's job can do to a node, idle or not: a warning (an
+    alert for a person), never a drain."""
+    if gate.pressure:
         gate.warnings += gate.pressure
-        gate.parts["pressure"] = "a job holds the node: warnings, not a drain"
-    else:
-        gate.findings += gate.pressure
-        if held is None:
-            gate.parts["pressure"] = "Slurm cannot say whether a job holds the node: counted as faults"
+        gate.parts["pressure"] = "memory and space a user's job can fill: warnings, never a drain"
 
 
 def node_state(gate: Gate, node: str) -> tuple[str, str] | None:
@@ -573,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         expect = json.loads(args.expect.read_text())
         gate = check(expect, started)
         node = expect.get("node") or record["host"]
-        judge_pressure(gate, node)
+        judge_pressure(gate)
         record.update(status=outcome(gate), findings=gate.findings, errors=gate.errors, parts=gate.parts)
         record.update(warnings=gate.warnings, refused=gate.refused)
         record["node"] = node

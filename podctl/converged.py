@@ -29,7 +29,7 @@ import hashlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,9 @@ PLAYBOOK = "converged.yml"
 # Bumped when what goes into a fingerprint changes: every record then differs once.
 FINGERPRINT_VERSION = "1"
 # Actions whose results name a file, folder or link on the node (dest or path).
-FILE_ACTIONS = frozenset({"template", "copy", "file", "blockinfile", "lineinfile", "assemble"})
+FILE_ACTIONS = frozenset({"template", "copy", "file", "blockinfile", "lineinfile", "assemble", "secret_file"})
+# The collection's check of the folders a role owns whole: its result names them (`trees`).
+TREE_ACTION = "root_tree"
 _KIND_OF_ACTION = {"systemd_service": "services", "systemd": "services", "service": "services", "user": "users",
                    "group": "groups"}  # fmt: skip
 _SKIP_DIRS = frozenset({"__pycache__"})
@@ -105,10 +107,17 @@ class ResourceCollector:
     """ansible-runner events of a run -> per host, the resources its tasks managed there.
 
     tools_path: the validation tools' folder, kept whole (a tree) on the hosts where the
-    validation_tools role ran."""
+    validation_tools role ran.
+
+    A file task whose result Ansible censored (no_log) names no path: the host's record would miss
+    that file, so the host is `unrecorded` (its task named) and keeps no record of the run. The
+    collection writes no file under no_log (a secret's file through `secret_file`, which returns
+    no secret; tests/deploy/test_collection.py holds every role to it): this is the guard behind
+    that rule."""
 
     tools_path: str | None = None
     hosts: dict[str, dict[str, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    unrecorded: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def feed(self, event: dict[str, Any]) -> None:
         if event.get("event") != "runner_on_ok":
@@ -126,12 +135,17 @@ class ResourceCollector:
         if table := _nft_table_checked(action, res):
             self.hosts[host]["nft_tables"].add(table)
             return
+        if action == TREE_ACTION:
+            self.hosts[host]["trees"].update(t for t in res.get("trees") or [] if isinstance(t, str) and t)
+            return
         kind = "files" if action in FILE_ACTIONS else _KIND_OF_ACTION.get(action)
         if kind is None:
             return
         items = res.get("results") if isinstance(res.get("results"), list) else [res]
         for item in items:
-            if isinstance(item, dict) and not item.get("skipped") and "_ansible_delegated_vars" not in item:
+            if kind == "files" and isinstance(item, dict) and "censored" in item:
+                self.unrecorded[host].append(str(data.get("task") or action))
+            elif isinstance(item, dict) and not item.get("skipped") and "_ansible_delegated_vars" not in item:
                 name = _resource_name(kind, action, item)
                 if name:
                     self.hosts[host][kind].add(name)
@@ -283,8 +297,25 @@ def verify(target: Target, print_: str, on_event: Callable[[dict[str, Any]], Non
     return Verdicts(verdicts, time.monotonic() - started, target.private_dir)
 
 
-def seal(target: Target, print_: str, resources: dict[str, dict[str, list[str]]]) -> dict[str, str]:
-    """Write each host's record after a run that succeeded; the hosts it could not write, and why."""
+def seal(
+    target: Target,
+    print_: str,
+    resources: dict[str, dict[str, list[str]]],
+    unrecorded: dict[str, list[str]] | None = None,
+) -> dict[str, str]:
+    """Write each host's record after a run that succeeded; the hosts it did not write, and why. A
+    host where a file task's result was censored (`ResourceCollector.unrecorded`) keeps none: its
+    record could not name that file."""
+    skipped = {
+        h: f"task(s) {', '.join(repr(t) for t in tasks[:3])} wrote a file under no_log, which a record cannot name"
+        for h, tasks in (unrecorded or {}).items()
+        if tasks and h in target.hosts
+    }
+    if skipped:
+        rest = [h for h in target.hosts if h not in skipped]
+        if not rest:
+            return skipped
+        target = replace(target, hosts=rest, limited=True)
     results, problems = _run(
         target,
         "seal",
@@ -295,7 +326,7 @@ def seal(target: Target, print_: str, resources: dict[str, dict[str, list[str]]]
         },
         None,
     )
-    return {h: problems.get(h, "no answer") for h in target.hosts if h not in results}
+    return skipped | {h: problems.get(h, "no answer") for h in target.hosts if h not in results}
 
 
 def forget_play() -> list[str]:

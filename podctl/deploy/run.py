@@ -270,7 +270,7 @@ def execute(
         # password) is one the next run finds.
         sealed = time.monotonic()
         sealed_print = run_fingerprint(request, run_dir / "inventory")
-        failed = converged.seal(records, sealed_print, collector.resources())
+        failed = converged.seal(records, sealed_print, collector.resources(), collector.unrecorded)
         result.seal = Seal(failed, time.monotonic() - sealed)
         _write_note(note_path, {h: sealed_print for h in hosts if h not in failed})
     body: dict[str, Any] = {

@@ -7,12 +7,14 @@ run it on the pod's nodes through ansible-playbook.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +80,31 @@ def test_a_node_as_its_record_says_is_converged_and_the_record_is_roots_alone(tm
         (lambda root: (root / "etc" / "a.conf").write_text("a = 2\n"), "a.conf: its content changed"),
         (lambda root: (root / "etc" / "b.conf").chmod(0o600), "b.conf"),
         (lambda root: (root / "etc" / "b.conf").unlink(), "b.conf: was file"),
-        (lambda root: (root / "tools" / "venv" / "lib" / "planted.py").write_text(""), "tree:"),
+        (lambda root: (root / "tools" / "venv" / "lib" / "planted.py").write_text(""), "venv/lib/planted.py added"),
         (lambda root: (root / "etc").chmod(0o700), "/etc: was directory"),
+        # Given to another owner, the content and mode left as they were.
+        (
+            lambda root: os.chown(root / "etc" / "a.conf", 65534, 65534),
+            "a.conf: was file 644 0:0 sha256, now file 644 65534:65534",
+        ),
+        (lambda root: os.chown(root / "tools" / "venv" / "lib" / "x.py", 65534, -1), "venv/lib/x.py changed"),
+        # Edited in place with the same size, and its mtime set back: the ctime tells.
+        (lambda root: _edit_keeping_size_and_mtime(root / "tools" / "venv" / "lib" / "x.py"), "venv/lib/x.py changed"),
+        (lambda root: (root / "tools" / "venv" / "evil").symlink_to("/etc/shadow"), "venv/evil added"),
+        (lambda root: (root / "tools" / "venv" / "lib" / "x.py").unlink(), "venv/lib/x.py removed"),
     ],
-    ids=["content", "mode", "removed", "file added to the tree", "folder mode"],
+    ids=[
+        "content",
+        "mode",
+        "removed",
+        "file added to the tree",
+        "folder mode",
+        "chown of a file",
+        "chown in a tree",
+        "in-place edit in a tree",
+        "link added to a tree",
+        "removed from a tree",
+    ],
 )
 def test_each_kind_of_change_is_named(tmp_path: Path, node: dict, change: Any, named: str) -> None:
     _seal(tmp_path, node)
@@ -91,6 +114,35 @@ def test_each_kind_of_change_is_named(tmp_path: Path, node: dict, change: Any, n
     assert any(named in why for why in answer["why"]), answer["why"]
     # No digest of a file's content is shown (a record may cover a secret's file).
     assert not re.search(r"[0-9a-f]{16}", " ".join(answer["why"])), answer["why"]
+
+
+def _edit_keeping_size_and_mtime(path: Path) -> None:
+    before = path.stat()
+    time.sleep(0.01)  # a ctime the clock can tell from the seal's
+    path.write_text(path.read_text().replace("1", "2"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_the_records_digests_are_keyed_with_the_nodes_own_key(tmp_path: Path, node: dict) -> None:
+    """A secret's file in the record says nothing of the secret: its digest is an HMAC under a key of
+    the node's own (root's alone, beside the record), never the content's plain hash."""
+    secret = node["root"] / "etc" / "a.conf"
+    _seal(tmp_path, node)
+    key = Path(node["record"]).parent / "record.key"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    text = Path(node["record"]).read_text()
+    assert hashlib.sha256(secret.read_bytes()).hexdigest()[:16] not in text
+    first = json.loads(text)["snapshot"]["file:" + str(secret)]
+    # Another node (another key) holds another digest for the same content.
+    other = tmp_path / "other"
+    other.mkdir()
+    _module(other, state="present", fingerprint="f1", resources=node["resources"], path=str(other / "r" / "c.json"))
+    assert json.loads((other / "r" / "c.json").read_text())["snapshot"]["file:" + str(secret)] != first
+    # A record whose key is gone proves nothing.
+    key.unlink()
+    answer = _verify(tmp_path, node)
+    assert answer["converged"] is False and "key is gone" in answer["why"][0]
 
 
 def test_other_inputs_or_no_record_are_not_converged(tmp_path: Path, node: dict) -> None:
@@ -216,7 +268,7 @@ def test_a_folder_snapshot_says_what_is_mounted_on_it() -> None:
     spec.loader.exec_module(module)
     mounts = module._mounts()
     assert mounts["/proc"].startswith("proc ")
-    assert module._file("/proc", mounts).endswith("with " + mounts["/proc"] + " mounted")
+    assert module._file("/proc", module.Keyed(b"k" * 32), mounts).endswith("with " + mounts["/proc"] + " mounted")
     assert "mounted" not in module._file("/proc/self", mounts)
 
 
@@ -261,3 +313,33 @@ def test_a_run_goes_to_the_hosts_that_differ_alone_only_while_the_inputs_are_the
     assert _verdicts(node01=edited, node02=replaced).drifted_alone() is None
     assert _verdicts(node01=held, node02=held).drifted_alone() is None
     assert converged.record_json(_verdicts(head01=held, node02=edited))["ran_alone"] == ["node02"]
+
+
+def test_a_file_task_whose_result_is_censored_leaves_its_host_without_a_record() -> None:
+    """A file written under no_log names no path in the run's events: the host's record would miss
+    it, so the host keeps none (its next deploy runs every task) and the task is named."""
+    collector = converged.ResourceCollector()
+    censored = {
+        "censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+    }
+    for event in [
+        _event("head01", "ansible.builtin.template", censored | {"changed": True}),
+        _event("head01", "ansible.builtin.copy", {"results": [{"dest": "/etc/a"}, censored]}),
+        # no_log on a task that writes no file (reading a secret) costs nothing.
+        _event("node01", "ansible.builtin.slurp", censored),
+        _event("node01", "podctl.pod.secret_file", {"path": "/etc/podctl/secrets/x.pass", "changed": False}),
+        _event("node01", "podctl.pod.root_tree", {"trees": ["/etc/slurm", "/etc/munge"], "changed": False}),
+    ]:
+        event["event_data"]["task"] = "Configure | " + event["event_data"]["resolved_action"]
+        collector.feed(event)
+    assert collector.unrecorded == {
+        "head01": ["Configure | ansible.builtin.template", "Configure | ansible.builtin.copy"]
+    }
+    assert collector.resources()["node01"] == {
+        "files": ["/etc/podctl/secrets/x.pass"],
+        "trees": ["/etc/munge", "/etc/slurm"],
+    }
+    target = converged.Target(Path("/nonexistent"), Path("/nonexistent"), None, ["head01"])  # type: ignore[arg-type]
+    # Every host of the run unrecorded: nothing is run, and each is named with its tasks.
+    skipped = converged.seal(target, "f", collector.resources(), collector.unrecorded)
+    assert list(skipped) == ["head01"] and "'Configure | ansible.builtin.template'" in skipped["head01"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import yaml
 
+from podctl import converged
 from podctl.assets import roles_dir
 
 pytestmark = pytest.mark.deploy
@@ -39,3 +42,29 @@ def test_main_is_a_table_of_contents(role: str) -> None:
 def test_handlers_listen(role: str) -> None:
     handlers = yaml.safe_load((ROLES / role / "handlers" / "main.yml").read_text())
     assert handlers and all("listen" in h for h in handlers)
+
+
+def _tasks(node: object) -> Iterator[dict]:
+    """Every task of a task file, those inside blocks included."""
+    for task in node if isinstance(node, list) else []:
+        if isinstance(task, dict):
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from _tasks(task.get(key))
+
+
+def test_no_role_writes_a_file_under_no_log() -> None:
+    """Ansible censors a no_log task's result whole, its path too: a file written so would be missing
+    from the deploy's record (podctl.converged), and a no-change deploy would never look at it
+    again. Secrets' files are written by podctl.pod.secret_file (which returns no secret) and
+    templates that hold one by `diff: false`; no_log is for tasks that read a secret or pass it on."""
+    files = sorted((ROLES.parent / "playbooks").glob("*.yml")) + sorted(ROLES.glob("*/tasks/*.yml"))
+    files += sorted(ROLES.glob("*/handlers/*.yml"))
+    offenders = [
+        f"{path.relative_to(ROLES.parent)}: {task.get('name')}"
+        for path in files
+        for task in _tasks(yaml.safe_load(path.read_text()))
+        if task.get("no_log") not in (None, False)
+        and any(key.rsplit(".", 1)[-1] in converged.FILE_ACTIONS for key in task)
+    ]
+    assert files and offenders == []

@@ -116,6 +116,8 @@ def run_conformance(
         checked = [h for h in hosts if h not in drift]
         say(f"checking {fold_hostlist(checked)} against the roles in check mode (drift)")
         drift |= check_drift(inventory_dir, workdir, settings, checked, say, limited=bool(held))
+        if not full_drift:
+            _add_tree_changes(drift, verdicts)
     say(f"drift check done in {time.monotonic() - started:.1f} s")
 
     started = time.monotonic()
@@ -128,6 +130,21 @@ def run_conformance(
         + (f"{len(failed)} host(s) not conforming: {', '.join(failed)}" if failed else "every host conforms")
     )
     return runs
+
+
+def _add_tree_changes(drift: dict[str, HostDrift], verdicts: converged.Verdicts) -> None:
+    """A folder podctl owns whole (its record keeps it as a tree) that gained, lost or changed an
+    entry since the deploy that converged the host: drift, even where check mode finds nothing to
+    change (no role task removes a file it never wrote, such as one dropped into
+    plugstack.conf.d). Only on a host whose record was made by the inputs podctl has now: with
+    other inputs, the roles in check mode are the judge."""
+    for host, verdict in verdicts.hosts.items():
+        if host in drift and verdict.inputs_same:
+            drift[host].findings += [
+                f"{why.removeprefix('tree:')} since the last deploy that converged this host"
+                for why in verdict.why
+                if why.startswith("tree:")
+            ]
 
 
 def ssh_args(settings: AnsibleSettings) -> str:

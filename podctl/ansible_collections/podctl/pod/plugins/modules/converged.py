@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -22,6 +23,10 @@ description:
   - C(present) takes a snapshot of the resources a deploy run managed on this node (files,
     directories and links, whole trees, services, users, groups, the package database and the
     hostname) and keeps it with the fingerprint of the run's inputs in a root-only record.
+  - Every digest in the record is keyed (HMAC-SHA256) with a key of the node's own, kept beside
+    the record and root's alone, so the digest of a secret's file says nothing of the secret.
+  - A tree is kept entry by entry (type, mode, owner, size, times, inode, link target): a file
+    added, removed, edited in place or given to another owner anywhere under it is named.
   - C(verified) compares the record with the fingerprint given and with a new snapshot of the
     same resources; it never changes anything. C(converged) is true only when both match.
   - C(absent) removes the record, so that a run which stops half-way leaves none behind.
@@ -75,11 +80,48 @@ inputs_same:
   returned: when state is verified
 """
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 # Files up to this size are compared by content; larger ones (wheels) by size, mtime and ctime.
 HASH_LIMIT = 1 << 20
 SHOW_WHY = 20
+# Entries of a changed tree named in one line of why.
+SHOW_ENTRIES = 3
 KINDS = ("files", "trees", "services", "users", "groups", "nft_tables")
+KEY_FILE = "record.key"
+
+
+class Keyed:
+    """The node's digests: HMAC-SHA256 under the record's key, shortened to 16 hex digits."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def __call__(self, data):
+        return hmac.new(self.key, data, hashlib.sha256).hexdigest()[:16]
+
+
+def _key(folder, create):
+    """The record's key (32 random bytes, root's alone, beside the record): made once by present."""
+    path = os.path.join(folder, KEY_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        if not create:
+            return None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(os.urandom(32))
+            handle.flush()
+            os.fsync(handle.fileno())
+        return _key(folder, create=False)
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise ValueError(f"{path} is not a file of root's alone")
+        key = handle.read(64)
+    if len(key) < 32:
+        raise ValueError(f"{path} is too short to be a record's key")
+    return key
 
 
 def _mounts():
@@ -98,7 +140,7 @@ def _mounts():
     return out
 
 
-def _file(path, mounts=None):
+def _file(path, keyed, mounts=None):
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -124,29 +166,35 @@ def _file(path, mounts=None):
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "changed while read"
         data = handle.read(HASH_LIMIT + 1)
-    return f"file {owner} sha256 {hashlib.sha256(data).hexdigest()[:16]}"
+    return f"file {owner} sha256 {keyed(data)}"
 
 
-def _tree(path):
-    """Every entry under path (type, mode, owner, size, mtime, link target): one digest."""
-    if not os.path.isdir(path):
-        return _file(path)
-    digest = hashlib.sha256()
-    count = 0
+def _tree(path, keyed):
+    """(state, entries): every entry under path by relative path, with a keyed digest of its type,
+    mode, owner, size, mtime, ctime, inode and link target (the folder itself is entry "."). ctime
+    moves with every write, chmod, chown or rename, and no one but root can set it back: an edit
+    that keeps a file's size and mtime is still seen, without reading every file of a large tree."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return _file(path, keyed), {}
+    entries = {}
     for root, dirs, files in os.walk(path):
         dirs.sort()
         for name in sorted(dirs + files):
             full = os.path.join(root, name)
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            link = os.readlink(full) if stat.S_ISLNK(st.st_mode) else ""
-            size, mtime = (0, 0) if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
-            rel = os.path.relpath(full, path)
-            digest.update(f"{rel} {st.st_mode:o} {st.st_uid} {st.st_gid} {size} {mtime} {link}\n".encode())
-            count += 1
-    return f"tree of {count} entries {digest.hexdigest()[:16]}"
+            entries[os.path.relpath(full, path)] = _entry(full, keyed)
+    entries["."] = _entry(path, keyed)
+    digest = keyed("".join(f"{rel}\0{d}\n" for rel, d in sorted(entries.items())).encode())
+    return f"tree of {len(entries)} entries {digest}", entries
+
+
+def _entry(path, keyed):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "gone"
+    link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
+    size, mtime = (0, 0) if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
+    return keyed(f"{st.st_mode:o} {st.st_uid} {st.st_gid} {size} {mtime} {st.st_ctime_ns} {st.st_ino} {link}".encode())
 
 
 def _services(names):
@@ -204,24 +252,24 @@ def _group(name):
         return "absent"
 
 
-def _packages():
-    digest = hashlib.sha256()
+def _packages(keyed):
     try:
         with open("/var/lib/dpkg/status", "rb") as handle:
-            digest.update(handle.read())
+            data = handle.read()
     except OSError as exc:
         return f"unreadable: {exc.strerror}"
-    return f"dpkg status {digest.hexdigest()[:16]}"
+    return f"dpkg status {keyed(data)}"
 
 
-def snapshot(resources):
-    """'kind:name' -> its state now."""
-    shot = {"host:name": socket.gethostname(), "host:packages": _packages()}
+def snapshot(resources, keyed):
+    """('kind:name' -> its state now, tree path -> its entries)."""
+    shot = {"host:name": socket.gethostname(), "host:packages": _packages(keyed)}
+    trees = {}
     mounts = _mounts()
     for path in resources.get("files", []):
-        shot["file:" + path] = _file(path, mounts)
+        shot["file:" + path] = _file(path, keyed, mounts)
     for path in resources.get("trees", []):
-        shot["tree:" + path] = _tree(path)
+        shot["tree:" + path], trees[path] = _tree(path, keyed)
     for name, state in _services(list(resources.get("services", []))).items():
         shot["service:" + name] = state
     for name in resources.get("users", []):
@@ -230,7 +278,7 @@ def snapshot(resources):
         shot["group:" + name] = _group(name)
     for name in resources.get("nft_tables", []):
         shot["nft:" + name] = _nft_table(name)
-    return shot
+    return shot, trees
 
 
 def _resources_of(shot):
@@ -253,8 +301,20 @@ def _resources_of(shot):
 _DIGEST = re.compile(r"\b(sha256|loaded|dpkg status|entries) [0-9a-f]{16}")
 
 
-def _difference(key, was, now):
-    """One line; a digest is never shown (a record may cover a secret's file): only that it changed."""
+def _difference(key, was, now, entries_was=None, entries_now=None):
+    """One line; a digest is never shown (a record may cover a secret's file): only that it changed.
+    A tree names its entries that were added, removed or changed (the first few)."""
+    if entries_was is not None and entries_now is not None:
+        named = [f"{rel} added" for rel in sorted(entries_now.keys() - entries_was.keys())]
+        named += [f"{rel} removed" for rel in sorted(entries_was.keys() - entries_now.keys())]
+        named += [
+            f"{'the folder itself' if rel == '.' else rel} changed"
+            for rel in sorted(entries_was.keys() & entries_now.keys())
+            if entries_was[rel] != entries_now[rel]
+        ]
+        if named:
+            more = f" (and {len(named) - SHOW_ENTRIES} more)" if len(named) > SHOW_ENTRIES else ""
+            return f"{key}: {', '.join(named[:SHOW_ENTRIES])}{more}"
     shown_was, shown_now = _DIGEST.sub(r"\1", was), _DIGEST.sub(r"\1", now)
     if shown_was == shown_now:
         return f"{key}: its content changed"
@@ -273,6 +333,7 @@ def _read(path):
         not isinstance(record, dict)
         or record.get("version") != RECORD_VERSION
         or not isinstance(record.get("snapshot"), dict)
+        or not isinstance(record.get("trees"), dict)
     ):
         return None, "its record is of another podctl version"
     return record, None
@@ -317,27 +378,44 @@ def main():
         unknown = sorted(set(resources) - set(KINDS))
         if unknown:
             module.fail_json(msg="unknown resource kind(s) {}; known: {}".format(", ".join(unknown), ", ".join(KINDS)))
-        shot = snapshot(dict((k, sorted(set(v or []))) for k, v in resources.items()))
+        folder = os.path.dirname(path)
+        if not module.check_mode and not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o755)
+        try:
+            key = _key(folder, create=not module.check_mode) or os.urandom(32)
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg=f"the record's key: {exc}")
+        shot, trees = snapshot(dict((k, sorted(set(v or []))) for k, v in resources.items()), Keyed(key))
         record = {
             "version": RECORD_VERSION,
             "fingerprint": module.params["fingerprint"],
             "sealed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "snapshot": shot,
+            "trees": trees,
         }
         if not module.check_mode:
             _write(path, record)
         module.exit_json(changed=True, converged=True, why=[], resources=len(shot))
     record, problem = _read(path)
+    if record is not None:
+        try:
+            key = _key(os.path.dirname(path), create=False)
+        except (OSError, ValueError) as exc:
+            key, problem = None, f"its record's key is unusable ({exc})"
+        if key is None:
+            record, problem = None, problem or "its record's key is gone"
     if record is None:
         module.exit_json(changed=False, converged=False, why=[problem], resources=0, inputs_same=None)
     why = []
     inputs_same = record.get("fingerprint") == module.params["fingerprint"]
     if not inputs_same:
         why.append("the inputs changed since the last deploy that converged it (the site, podctl, or a file it copies)")
-    now = snapshot(_resources_of(record["snapshot"]))
-    for key, was in sorted(record["snapshot"].items()):
-        if now.get(key) != was:
-            why.append(_difference(key, was, now.get(key, "absent")))
+    now, trees = snapshot(_resources_of(record["snapshot"]), Keyed(key))
+    for name, was in sorted(record["snapshot"].items()):
+        if now.get(name) != was:
+            tree = name.partition(":")[2] if name.startswith("tree:") else None
+            entries_was = record["trees"].get(tree) if tree is not None else None
+            why.append(_difference(name, was, now.get(name, "absent"), entries_was, trees.get(tree)))
     module.exit_json(
         changed=False,
         converged=not why,

@@ -107,10 +107,14 @@ def grown_sim_site(folder: Path, pod: str, compute: int) -> Path:
     return site_file
 
 
-# The logs of Slurm's daemons the consumer test reads.
+# The logs of Slurm's daemons the consumer test reads: name -> the command that prints it.
+# slurmctld and slurmdbd (the slurm account) log to files; slurmd (root) to the journal.
 DAEMON_LOGS = {
-    "head01": ("/var/log/slurm/slurmctld.log", "/var/log/slurm/slurmdbd.log"),
-    "node01": ("/var/log/slurm/slurmd.log",),
+    "head01": {
+        "slurmctld.log": "cat /var/log/slurm/slurmctld.log",
+        "slurmdbd.log": "cat /var/log/slurm/slurmdbd.log",
+    },
+    "node01": {"slurmd.journal": "journalctl --no-pager -o cat -u slurmd"},
 }
 
 
@@ -162,18 +166,18 @@ class Pod:
     def snapshot_daemon_logs(self) -> None:
         """The daemons' logs as the session's deploy left them, before any test injects a fault
         (a stopped munge or a removed node makes Slurm log errors on purpose)."""
-        for host, paths in DAEMON_LOGS.items():
-            for path in paths:
-                saved = self.base / "daemon-logs" / host / Path(path).name
+        for host, logs in DAEMON_LOGS.items():
+            for name, command in logs.items():
+                saved = self.base / "daemon-logs" / host / name
                 saved.parent.mkdir(parents=True, exist_ok=True)
-                saved.write_text(self.sh(host, f"cat {path}").stdout)
+                saved.write_text(self.sh(host, command).stdout)
 
     def daemon_logs_after_deploy(self) -> dict[str, str]:
-        """`host:path` -> the log's text when the deploy had finished."""
+        """`host:name` -> the log's text when the deploy had finished."""
         return {
-            f"{host}:{path}": (self.base / "daemon-logs" / host / Path(path).name).read_text()
-            for host, paths in DAEMON_LOGS.items()
-            for path in paths
+            f"{host}:{name}": (self.base / "daemon-logs" / host / name).read_text()
+            for host, logs in DAEMON_LOGS.items()
+            for name in logs
         }
 
     def daemons(self) -> dict[str, dict[str, dict[str, str]]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.assets import roles_dir
+from podctl.assets import collections_path, roles_dir
 from tests.roles import bcrypt_filter
 
 pytestmark = pytest.mark.deploy
@@ -69,6 +69,8 @@ def run_local(tmp_path: Path, play: dict, extra: dict, *args: str) -> subprocess
         "ANSIBLE_LOCALHOST_WARNING": "False",
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_ROLES_PATH": str(ROLE.parent),
+        # The collection's own modules (podctl.pod.secret_file, root_tree) beside the roles.
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
     }
     proc = subprocess.run(

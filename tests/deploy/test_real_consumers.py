@@ -132,7 +132,6 @@ if [ -n "$NODE" ]; then
 fi
 sleep 2
 cat /var/log/slurm/slurmctld.log > "$WORK/slurmctld.log" 2>/dev/null || true
-cat /var/log/slurm/slurmd.log > "$WORK/slurmd.log" 2>/dev/null || true
 kill $(jobs -p) 2>/dev/null || true
 # munged forked away from the script's jobs: it would outlive the sandbox.
 kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
@@ -279,7 +278,8 @@ def _start_slurm_daemons(name: str, generation: str, tmp_path: Path, overrides: 
     )
     problems = complaints(ctld) + complaints(out)
     if emulated:
-        slurmd = (tmp_path / "slurmd.log").read_text()
+        # slurmd logs to its standard error (the journal, on a node): no SlurmdLogFile.
+        slurmd = (tmp_path / "slurmd.out").read_text()
         problems += complaints(slurmd)
         node = (tmp_path / "node.txt").read_text()
         assert "State=IDLE" in node, node

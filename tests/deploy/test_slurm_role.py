@@ -139,20 +139,24 @@ def test_a_munge_restart_pauses_the_gate_for_munge_alone_while_it_runs(
     assert (log.read_text().splitlines() if log.exists() else []) == calls
 
 
-def test_every_task_touching_a_secret_is_no_log() -> None:
-    markers = [
-        "__podctl_slurm_munge_slurp",
-        "__podctl_slurm_db_password",
-        "ansible.builtin.password",
-        "slurmdbd.conf.j2",
-    ]
+def test_every_task_touching_a_secret_hides_it_and_every_file_it_writes_is_recorded() -> None:
+    """A task that holds the munge key or the database password in its arguments or result is
+    no_log; one that writes a file with a secret in it is not (its path must reach the deploy's
+    record: tests/deploy/test_role_interfaces.py) and shows no diff; the password's own file is
+    made by podctl.pod.secret_file, which returns no secret."""
+    markers = ["__podctl_slurm_munge_slurp", "__podctl_slurm_db_password", "podctl.pod.secret_file", "slurmdbd.conf.j2"]
     touching = []
     for name in ("munge.yml", "accounting.yml"):
         for task in yaml.safe_load((ROLE / "tasks" / name).read_text()):
             text = yaml.safe_dump(task)
             if "ansible.builtin.slurp" in task or any(marker in text for marker in markers):
                 touching.append(task["name"])
-                assert task.get("no_log") is True, task["name"]
+                if "ansible.builtin.template" in task:
+                    assert task.get("diff") is False and "no_log" not in task, task["name"]
+                elif "podctl.pod.secret_file" in task:
+                    assert "no_log" not in task and "content" not in task["podctl.pod.secret_file"], task["name"]
+                else:
+                    assert task.get("no_log") is True, task["name"]
     assert len(touching) >= 6, touching
 
 

@@ -135,7 +135,8 @@ def main() -> None:
         noop = timed_cli(["sim", "up", str(site)])
         key = state.ssh_key_path(POD)
         containers = podman.containers(pod_filter(POD))
-        reachable = sum(ssh_answers(key, c.labels["io.podctl.address"])[0] for c in containers)
+        known_hosts = state.known_hosts_path(POD)
+        reachable = sum(ssh_answers(key, known_hosts, c.labels["io.podctl.address"])[0] for c in containers)
         figures += [
             (f"sim up, 4 nodes, cached image (median of {len(ups)})", f"{statistics.median(ups):.1f} s"),
             ("sim up, 4 nodes, runs", ", ".join(f"{u:.1f}" for u in ups) + " s"),

@@ -282,7 +282,8 @@ def clear(podman: Podman, pod: str, container: ContainerInfo, timeout_s: float =
         if systemd not in health.GOOD_SYSTEMD_STATES:
             raise SimError(f"{container.node} restarted but systemd is {systemd!r}")
         key = state.ssh_key_path(pod)
-        ok, why = health.wait_ssh(key, container.labels.get(LABEL_ADDRESS, ""), deadline)
+        # The same container, started again: its host keys are those the pod's known_hosts holds.
+        ok, why = health.wait_ssh(key, state.known_hosts_path(pod), container.labels.get(LABEL_ADDRESS, ""), deadline)
         if not ok:
             raise SimError(f"{container.node} restarted but sshd does not answer: {why}")
         undone.append("started the node")

@@ -1,4 +1,4 @@
-"""Waiting for nodes: systemd booted, sshd answering with the pod key.
+"""Waiting for nodes: systemd booted, sshd answering with the pod key and a host key of the pod's.
 
 Every wait is a loop on a condition with a deadline; the short pause between
 tries only spaces out polls of something that has no event to wait on.
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .podman import Podman
+from .spec import host_key_options
 
 GOOD_SYSTEMD_STATES = ("running", "degraded")
 # States a booted systemd does not leave by itself.
@@ -38,32 +39,29 @@ class Deadline:
         return time.monotonic() >= self.at
 
 
-def ssh_base(key: Path, connect_timeout: float = 3) -> list[str]:
-    return [
-        "ssh",
-        "-F",
-        "/dev/null",
-        "-i",
-        str(key),
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        f"ConnectTimeout={max(1, int(connect_timeout))}",
-    ]
+def ssh_base(key: Path, known_hosts: Path, connect_timeout: float = 3) -> list[str]:
+    """ssh to a node with the pod key, its host key checked against the pod's `known_hosts`."""
+    options = {
+        "BatchMode": "yes",
+        "IdentitiesOnly": "yes",
+        **host_key_options(known_hosts),
+        "LogLevel": "ERROR",
+        "ConnectTimeout": str(max(1, int(connect_timeout))),
+    }
+    argv = ["ssh", "-F", "/dev/null", "-i", str(key)]
+    for name, value in options.items():
+        argv += ["-o", f"{name}={value}"]
+    return argv
 
 
-def ssh_answers(key: Path, address: str, connect_timeout: float = 3) -> tuple[bool, str]:
+def ssh_answers(
+    key: Path, known_hosts: Path, address: str, connect_timeout: float = 3, port: int = 22
+) -> tuple[bool, str]:
+    """Whether sshd at `address` (`port`: 22 on a node) let root in with `key`, having shown a
+    host key that `known_hosts` holds for it; and why not."""
     try:
         proc = subprocess.run(
-            [*ssh_base(key, connect_timeout), f"root@{address}", "true"],
+            [*ssh_base(key, known_hosts, connect_timeout), "-p", str(int(port)), f"root@{address}", "true"],
             capture_output=True,
             text=True,
             timeout=connect_timeout + 5,
@@ -106,13 +104,13 @@ def wait_systemd(podman: Podman, container: str, deadline: Deadline) -> str:
         time.sleep(min(POLL_S, deadline.left()))
 
 
-def wait_ssh(key: Path, address: str, deadline: Deadline) -> tuple[bool, str]:
+def wait_ssh(key: Path, known_hosts: Path, address: str, deadline: Deadline) -> tuple[bool, str]:
     last = "no attempt made"
     while True:
         left = deadline.left()
         if left <= 0:
             return False, last
-        ok, last = ssh_answers(key, address, connect_timeout=min(3.0, max(1.0, left)))
+        ok, last = ssh_answers(key, known_hosts, address, connect_timeout=min(3.0, max(1.0, left)))
         if ok:
             return True, ""
         time.sleep(min(POLL_S, deadline.left()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -176,13 +177,31 @@ def check_name_clashes(podman: Podman, spec: PodSpec, ours: dict[str, ContainerI
         )
 
 
-def _node_is_healthy(podman: Podman, key: Path, node: NodeSpec, result: NodeResult) -> bool:
+def _node_is_healthy(podman: Podman, spec: PodSpec, key: Path, node: NodeSpec, result: NodeResult) -> bool:
     deadline = Deadline.after(KEEP_CHECK_S)
     result.systemd = health.wait_systemd(podman, node.container, deadline)
     if result.systemd not in health.GOOD_SYSTEMD_STATES:
         return False
-    result.ssh, _ = health.wait_ssh(key, str(node.address), Deadline.after(KEEP_SSH_S))
+    result.ssh, _ = _wait_ssh(podman, spec, key, node, result, Deadline.after(KEEP_SSH_S))
     return result.ssh
+
+
+# The node threads of one `up` each add their node's keys to the pod's one known_hosts.
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def _wait_ssh(
+    podman: Podman, spec: PodSpec, key: Path, node: NodeSpec, result: NodeResult, deadline: Deadline
+) -> tuple[bool, str]:
+    """sshd answering with the pod key, and with a host key the pod's known_hosts holds: the node's
+    own, read through podman (not over the network a node could be impersonated on) and written
+    there first."""
+    result.host_keys = _host_keys(podman, node.container)
+    if not result.host_keys:
+        return False, f"no SSH host key in {node.container} (/etc/ssh/ssh_host_*_key.pub)"
+    with _KNOWN_HOSTS_LOCK:
+        write_known_hosts(spec, {node.hostname: result.host_keys})
+    return health.wait_ssh(key, state.known_hosts_path(spec.pod), str(node.address), deadline)
 
 
 def _bring_up_node(
@@ -200,7 +219,7 @@ def _bring_up_node(
     args = create_args(spec, node, images[node.platform.key], public_key)
 
     if current is not None and current.running and current.labels.get(LABEL_SPEC) == spec_label(args):
-        if _node_is_healthy(podman, key, node, result):
+        if _node_is_healthy(podman, spec, key, node, result):
             result.action = "kept"
             for phase in ("containers", "systemd", "sshd"):
                 reporter.advance(phase, node.hostname)
@@ -232,7 +251,7 @@ def _bring_up_node(
         result.failed_units = health.failed_units(podman, node.container)
     reporter.advance("systemd", node.hostname)
 
-    result.ssh, why = health.wait_ssh(key, str(node.address), deadline)
+    result.ssh, why = _wait_ssh(podman, spec, key, node, result, deadline)
     if not result.ssh:
         result.error = f"sshd on {node.address} did not accept the pod key before the deadline: {why}"
         return result
@@ -300,12 +319,9 @@ def up(
             faults.pop(name.removeprefix(f"podctl-{spec.pod}-"), None)
         state.write_faults(spec.pod, faults)
 
-        # The nodes' host keys, read through podman (not over the network a node could be
-        # impersonated on), so that deploy, validate and `ssh -F` check them as on a real pod.
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(results)))) as pool:
-            for r, keys in zip(results, pool.map(lambda r: _host_keys(podman, r), results), strict=True):
-                r.host_keys = keys
-        write_known_hosts(spec, results)
+        # The nodes' host keys (each node's read before its readiness probe), so that deploy,
+        # validate and `ssh -F` check them as on a real pod; nodes gone from the site are left out.
+        write_known_hosts(spec, {r.hostname: r.host_keys for r in results if r.host_keys})
         state.write_pod_record(spec.pod, {n.hostname: str(n.address) for n in spec.all_nodes})
         config = state.ssh_config_path(spec.pod)
         config.write_text(ssh_config(spec, key, state.known_hosts_path(spec.pod)))
@@ -332,18 +348,15 @@ def up(
     )
 
 
-def _host_keys(podman: Podman, result: NodeResult) -> list[str]:
-    if not result.ssh:
-        return []
-    proc = podman.run(["exec", result.container, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"], check=False)
+def _host_keys(podman: Podman, container: str) -> list[str]:
+    proc = podman.run(["exec", container, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"], check=False)
     return [" ".join(line.split()[:2]) for line in proc.stdout.splitlines() if len(line.split()) >= 2]
 
 
-def write_known_hosts(spec: PodSpec, results: list[NodeResult]) -> None:
-    """known_hosts of the pod: each node's keys under its address and names. Nodes this run did not
-    touch (`sim up NODES`) keep the lines they had."""
+def write_known_hosts(spec: PodSpec, keys: Mapping[str, list[str]]) -> None:
+    """known_hosts of the pod: each node's keys under its address and names (`keys`: host -> "TYPE
+    BASE64" lines). Nodes not in `keys` (`sim up NODES`, or another node's probe) keep the lines they had."""
     path = state.known_hosts_path(spec.pod)
-    keys = {r.hostname: r.host_keys for r in results if r.host_keys}
     kept: dict[str, list[str]] = {}
     if path.exists():
         for line in path.read_text().splitlines():
@@ -417,6 +430,7 @@ def status(podman: Podman, pod: str) -> tuple[list[NodeStatus], str | None]:
     if network is not None and owned_by(network.labels, pod):
         net_text = f"{network.name} " + ", ".join(f"{s} (gateway {g})" for s, g in network.subnets)
     key = state.ssh_key_path(pod)
+    known_hosts = state.known_hosts_path(pod)
     faults = state.read_faults(pod)
 
     def one(c: ContainerInfo) -> NodeStatus:
@@ -424,7 +438,7 @@ def status(podman: Podman, pod: str) -> tuple[list[NodeStatus], str | None]:
         systemd = health.systemd_state(podman, c.name) if c.running else "-"
         ssh: bool | None = None
         if c.running and key.exists():
-            ssh, _ = health.ssh_answers(key, address, connect_timeout=2)
+            ssh, _ = health.ssh_answers(key, known_hosts, address, connect_timeout=2)
         platform = c.labels.get(LABEL_PLATFORM, "")
         return NodeStatus(c.node, c.name, address, platform, c.state, systemd, ssh, dict(faults.get(c.node, {})))
 

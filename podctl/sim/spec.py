@@ -249,6 +249,13 @@ def spec_label(args: Sequence[str]) -> str:
     return ""
 
 
+def host_key_options(known_hosts: Path) -> dict[str, str]:
+    """How every SSH connection to a sim node checks its host key, `ssh -F` and the readiness probe
+    alike: strictly, against the pod's known_hosts alone (its nodes' keys, read through podman), not
+    the system's as well."""
+    return {"StrictHostKeyChecking": "yes", "UserKnownHostsFile": str(known_hosts), "GlobalKnownHostsFile": "/dev/null"}
+
+
 def ssh_config(spec: PodSpec, key: Path, known_hosts: Path) -> str:
     lines = [f"# Written by `podctl sim up` for pod {spec.pod} ({spec.site_path}).", ""]
     for node in spec.all_nodes:
@@ -259,8 +266,7 @@ def ssh_config(spec: PodSpec, key: Path, known_hosts: Path) -> str:
             "  User root",
             f"  IdentityFile {key}",
             "  IdentitiesOnly yes",
-            "  StrictHostKeyChecking yes",
-            f"  UserKnownHostsFile {known_hosts}",
+            *(f"  {option} {value}" for option, value in host_key_options(known_hosts).items()),
             "  LogLevel ERROR",
             "",
         ]

@@ -3,7 +3,7 @@
 # Debian's OpenSM and infiniband-diags, Debian 12's ibsim-utils (ibsim 0.10, libumad2sim0), and
 # ibsim 0.12 built from Debian 13's source package into a prefix of podctl's own
 # (/opt/podctl-ibsim, or PODCTL_IBSIM_PREFIX): 0.10 brings NDR links up as 4xSDR, 0.12 as 4xNDR.
-# Debian's files are never overwritten. Idempotent: a second run checks and returns in a second.
+# The system account podctl-ibsim, which ibsim runs as. Debian's files are never overwritten. Idempotent: a second run checks and returns in a second.
 #
 # The source comes through apt, so its checksum is checked against Debian's signed index: a
 # trixie deb-src line in a sources list of its own, with a lists folder of its own, so the host's
@@ -21,8 +21,17 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 export DEBIAN_FRONTEND=noninteractive
 
 # opensm's package would start an SM on this machine (there is no HCA here): apt-install.sh keeps it off.
+# nftables: the host's nft loads the rules that keep a sim pod's ibsim root's (podctl.ibfabric.ibsim.guard).
 bash "$(dirname "$0")/apt-install.sh" ibsim-setup \
-    ibsim-utils libumad2sim0 opensm infiniband-diags libibmad-dev libibumad-dev gcc make libc6-dev
+    ibsim-utils libumad2sim0 opensm infiniband-diags libibmad-dev libibumad-dev gcc make libc6-dev nftables
+
+# The account ibsim runs as when podctl is root: no home, no shell, no group but its own.
+ACCOUNT=podctl-ibsim
+if ! getent passwd "$ACCOUNT" >/dev/null; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        --comment "podctl's ibsim, with no authority" "$ACCOUNT"
+    echo "ibsim-setup: made the system account $ACCOUNT"
+fi
 
 if [[ -x $PREFIX/bin/ibsim && -f $PREFIX/lib/umad2sim/libumad2sim.so && "$(cat "$PREFIX/SOURCE" 2>/dev/null)" == "ibsim $SOURCE_VERSION" ]]; then
     echo "ibsim-setup: $(cat "$PREFIX/SOURCE") in $PREFIX (Debian's $(dpkg-query -W -f='${Version}' ibsim-utils) beside it)"

@@ -325,20 +325,16 @@ def fabric_summary(fabric: Fabric, plan: FabricPlan, advice: RoutingAdvice) -> d
 # -- the emulated fabric of a sim pod -------------------------------------------------------------
 # Only a pod that `podctl sim up` made is emulated (podctl.state.sim_pod: the sim's own record,
 # never the site file). Its compute fabric is served by ibsim in the network namespace of the first
-# subnet-manager host's container, on abstract unix sockets named after the pod: only processes in
-# that namespace (that host's OpenSM and the tools run there) reach it; nothing listens on an
-# address. podctl.ibfabric.emulated writes its network file; podctl.sim.fabric runs it.
+# subnet-manager host's container, on that namespace's loopback, to root's sockets alone
+# (podctl.ibfabric.ibsim.guard): that host's OpenSM and the tools root runs there reach it; no
+# other host, and no other user there. podctl.ibfabric.emulated writes its network file;
+# podctl.sim.fabric runs it.
 
 EMULATED_FABRIC = "compute"
 # On the emulated SM host: `podctl-umad2sim TOOL ARGS...` runs TOOL against the emulated fabric.
 UMAD2SIM_PROGRAM = "/usr/local/sbin/podctl-umad2sim"
 # The systemd unit that runs OpenSM under umad2sim there.
 EMULATED_SM_SERVICE = "podctl-opensm-sim"
-
-
-def emulated_socket_name(pod: str) -> str:
-    """IBSIM_SOCKNAME of a sim pod's fabric: one per pod, so that pods on one host stay apart."""
-    return f"podctl-sim-{pod}"
 
 
 def has_emulated_fabric(site: Site) -> bool:
@@ -364,7 +360,7 @@ def emulated_attachments(site: Site) -> dict[str, str]:
     return out
 
 
-def emulated_host_facts(derived: Facts, pod: str, host: str) -> dict[str, object] | None:
+def emulated_host_facts(derived: Facts, host: str) -> dict[str, object] | None:
     """What the fabric role needs on `host` of a sim pod: where ibsim is, where to attach, and the
     GUIDs of updn's roots (the emulated fabric's GUIDs are podctl's, topology.name_guid: on a real
     fabric they are the switches' own, which podctl does not know); None on a host that runs no SM
@@ -374,7 +370,6 @@ def emulated_host_facts(derived: Facts, pod: str, host: str) -> dict[str, object
         return None
     return {
         "fabric": EMULATED_FABRIC,
-        "socket_name": emulated_socket_name(pod),
         "attach": emulated_attachments(site)[host],
         "client_program": UMAD2SIM_PROGRAM,
         "service": EMULATED_SM_SERVICE,

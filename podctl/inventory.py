@@ -220,7 +220,7 @@ def _host_vars(site: Site, facts: Facts, host: str, sim: bool = False) -> dict[s
         "podctl_os": {"distribution": node.platform.distribution, "release": node.platform.release},
         "podctl_emulated": sim,
         # The emulated fabric's server and attach point on the SM host of a sim pod (None elsewhere).
-        "podctl_emulated_fabric": emulated_host_facts(facts, site.name, host) if sim else None,
+        "podctl_emulated_fabric": emulated_host_facts(facts, host) if sim else None,
         "podctl_gpus": prof.gpus.count if prof.gpus else 0,
         "podctl_cpu_cores": prof.cpu_cores,
         "podctl_memory_gib": prof.memory_gib,

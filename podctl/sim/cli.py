@@ -21,6 +21,7 @@ from rich.text import Text
 from .. import platforms, state
 from ..console import make_console, styled
 from ..hostlist import HostlistError, expand
+from ..ibfabric.ibsim import guard
 from . import fabric as fabric_mod
 from . import fault as faults_mod
 from . import pod as pod_mod
@@ -188,7 +189,8 @@ def _print_up(result: pod_mod.UpResult) -> None:
     if result.fabric is not None:
         f = result.fabric
         out_console.print(
-            f"fabric compute: ibsim {f.action} in {f.server}'s network namespace (sockets {f.socket_name}:*)",
+            f"fabric compute: ibsim {f.action} in {f.server}'s network namespace, as {guard.ACCOUNT}, on UDP "
+            f"{f.port}-{guard.ports(f.port).stop - 1} that only root there reaches",
             highlight=False,
             soft_wrap=True,
         )

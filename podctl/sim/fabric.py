@@ -3,10 +3,14 @@
 `podctl sim up` starts ibsim on the site's compute fabric (podctl.ibfabric.emulated: the network
 file `podctl fabric topology` prints) in the network namespace of the first subnet-manager host's
 container (`nsenter -n`, from the host: ibsim is the host's podctl build, never code placed in a
-node), on abstract sockets that exist only in that namespace: nothing listens on an address. It
-outlives `sim up` (a session of its own) and is kept by the next `sim up` while it serves the
-current container's namespace and the current plan; `sim down` stops it. Everything of it lives in
-the pod's state folder, `fabric/` (podctl.ibfabric.ibsim.SimulatedFabric).
+node), with no authority and for root alone (podctl.ibfabric.ibsim.guard): as the account
+podctl-ibsim with no capabilities, on UDP ports of that namespace (ibsim's 7070 and the ten after
+it) that an nftables table, loaded there from the host, keeps to root's sockets on loopback.
+OpenSM's unit and podctl-umad2sim, root's, reach it at 127.0.0.1; `nobody` there does not, nor does
+anything outside the container. It outlives `sim up` (a session of its own) and is kept by the next
+`sim up` while it serves the current container's namespace and the current plan, root's alone
+(its table loaded again); `sim down` stops it. Everything of it lives in the pod's state folder,
+`fabric/` (podctl.ibfabric.ibsim.SimulatedFabric).
 
 Fabric faults, each on a planned cable named by one end (`SWITCH[PORT]`, or `HOST:RAIL` for a
 node's cable), recorded in `fabric/faults.json`:
@@ -15,8 +19,8 @@ node's cable), recorded in `fabric/faults.json`:
 - errors: the console sets an error counter of its switch-end port (`PerformanceSet`);
 - swap two cables, degrade a cable's width or speed: ibsim has no console command for either, so
   the network file is edited (`swap_cables`, `set_link_rate`) and ibsim restarted on it; the
-  console faults are applied again, and the SM host's OpenSM restarted (its client of the old
-  ibsim is gone) and awaited as master.
+  console faults are applied again; the SM host's OpenSM is stopped before (a client of the old
+  ibsim must not reach the new one on its ports) and started after, and awaited as master.
 
 `clear` restarts ibsim on the plan's network file: every fabric fault is gone.
 """
@@ -36,7 +40,8 @@ from .. import facts, state
 from ..facts import cached_plan, hca_names
 from ..fsio import atomic_write
 from ..ibfabric import emulated
-from ..ibfabric.ibsim import IbsimError, SimulatedFabric, set_link_rate, swap_cables
+from ..ibfabric.ibsim import IbsimError, SimulatedFabric, guard, set_link_rate, swap_cables
+from ..ibfabric.ibsim.fabric import tool_path
 from .errors import SimError
 from .podman import Podman, container_name
 
@@ -58,7 +63,7 @@ def fabric_dir(pod: str) -> Path:
 class FabricUp:
     action: str  # started | kept | restarted
     server: str  # the SM host whose namespace serves it
-    socket_name: str
+    port: int  # its control port there (UDP, root's alone); the client slots' ports follow it
     seconds: float
 
 
@@ -117,31 +122,41 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
     action = "started"
     if current is not None:
         same_plan = (folder / PLAN_FILE).is_file() and (folder / PLAN_FILE).read_text() == plan_net
-        if same_plan and _netns(current.pid) == _netns(pid):
-            return FabricUp("kept", facts.emulated_server(site), facts.emulated_socket_name(site.name), 0.0)
-        current.stop()
-        action = "restarted"
-    atomic_write(folder / PLAN_FILE, plan_net)
-    (folder / FAULTS_FILE).unlink(missing_ok=True)
-    _start(plan_net, site.name, pid)
-    # An OpenSM deployed before (a kept SM host, a new ibsim) holds a client of the old one.
-    podman.run(["exec", container, "systemctl", "try-restart", f"{facts.EMULATED_SM_SERVICE}.service"], check=False)
-    return FabricUp(
-        action, facts.emulated_server(site), facts.emulated_socket_name(site.name), time.monotonic() - started
-    )
-
-
-def _start(network: str, pod: str, pid: int) -> SimulatedFabric:
+        # One started by an older podctl (root's, on abstract sockets anyone there reached) is replaced.
+        if same_plan and _netns(current.pid) == _netns(pid) and current.root_only and current.remote_port:
+            # Root in the container may have removed the table (nothing else there can): loaded again.
+            _guard(pid, current.remote_port)
+            return FabricUp("kept", facts.emulated_server(site), current.remote_port, 0.0)
+    # An OpenSM deployed before (a kept SM host) holds a client of the old ibsim, or of none: it
+    # stops before the new ibsim binds the ports, and starts again on it.
+    sm_ran = _stop_sm(podman, container)
     try:
-        return SimulatedFabric.start(
-            network,
-            fabric_dir(pod),
-            keep_running=True,
-            sockname=facts.emulated_socket_name(pod),
-            netns_pid=pid,
-        )
+        if current is not None:
+            current.stop()
+            action = "restarted"
+        atomic_write(folder / PLAN_FILE, plan_net)
+        (folder / FAULTS_FILE).unlink(missing_ok=True)
+        fabric = serve(plan_net, fabric_dir(site.name), pid)
+    finally:
+        if sm_ran:
+            _start_sm_unit(podman, container)
+    return FabricUp(action, facts.emulated_server(site), fabric.remote_port or 0, time.monotonic() - started)
+
+
+def serve(network: str, folder: Path, netns_pid: int) -> SimulatedFabric:
+    """ibsim on `network`, kept running from `folder`, in the network namespace of `netns_pid` (the
+    SM host's container) and for root's processes there alone."""
+    try:
+        return SimulatedFabric.start(network, folder, keep_running=True, netns_pid=netns_pid, root_only=True)
     except IbsimError as exc:
         raise SimError(f"the pod's fabric did not start: {exc}") from None
+
+
+def _guard(netns_pid: int, port: int) -> None:
+    try:
+        guard.load_rules(tool_path("nsenter"), tool_path("nft"), netns_pid, port)
+    except IbsimError as exc:
+        raise SimError(f"the pod's fabric: {exc}") from None
 
 
 def down(pod: str) -> bool:
@@ -333,29 +348,49 @@ def _rewire(podman: Podman, pod: str, edit, record: list) -> None:  # type: igno
 
 def _restart(podman: Podman, pod: str, current: SimulatedFabric, network: str, faults: dict[str, list]) -> None:
     container, pid = _server_of(podman, pod)
-    current.stop()
-    fabric = _start(network, pod, pid)
-    for device, port in faults.get("unplugged", []):
-        _console(lambda d=device, p=port: fabric.unplug(d, int(p)))
-    for device, port, counter, value in faults.get("counters", []):
-        _console(lambda d=device, p=port, c=counter, v=value: fabric.set_counter(d, int(p), c, int(v)))
-    _write_faults(pod, faults)
-    restart_sm(podman, container)
+    sm_ran = _stop_sm(podman, container)
+    try:
+        current.stop()
+        fabric = serve(network, fabric_dir(pod), pid)
+        for device, port in faults.get("unplugged", []):
+            _console(lambda d=device, p=port: fabric.unplug(d, int(p)))
+        for device, port, counter, value in faults.get("counters", []):
+            _console(lambda d=device, p=port, c=counter, v=value: fabric.set_counter(d, int(p), c, int(v)))
+        _write_faults(pod, faults)
+    except BaseException:
+        if sm_ran:  # as it was, whatever became of ibsim
+            _start_sm_unit(podman, container)
+        raise
+    if sm_ran:
+        start_sm(podman, container)
 
 
-def restart_sm(podman: Podman, container: str, timeout_s: float = SM_MASTER_S) -> bool:
-    """Restart the SM host's OpenSM, if it runs, and wait until it is master again; whether it ran."""
+def _stop_sm(podman: Podman, container: str) -> bool:
+    """Stop the SM host's OpenSM, if it runs, before its ibsim is replaced; whether it ran. The new
+    ibsim binds the old one's ports, so a client of the old one left running reaches it: OpenSM, on
+    its way out, asks it to clear IsSM for a client slot it never attached, and ibsim 0.12 follows
+    that slot's NULL port (seen: a segfault in libibmad, on a sim pod and in a namespace alone)."""
     unit = f"{facts.EMULATED_SM_SERVICE}.service"
     if podman.run(["exec", container, "systemctl", "is-active", "--quiet", unit], check=False).returncode != 0:
         return False
-    podman.run(["exec", container, "systemctl", "restart", unit])
+    podman.run(["exec", container, "systemctl", "stop", unit])
+    return True
+
+
+def _start_sm_unit(podman: Podman, container: str) -> None:
+    podman.run(["exec", container, "systemctl", "start", f"{facts.EMULATED_SM_SERVICE}.service"], check=False)
+
+
+def start_sm(podman: Podman, container: str, timeout_s: float = SM_MASTER_S) -> None:
+    """Start the SM host's OpenSM and wait until it is master."""
+    _start_sm_unit(podman, container)
     deadline = time.monotonic() + timeout_s
     while True:
         proc = podman.run(["exec", container, facts.UMAD2SIM_PROGRAM, "sminfo"], check=False)
         if "SMINFO_MASTER" in proc.stdout:
-            return True
+            return
         if time.monotonic() > deadline:
-            raise SimError(f"OpenSM on {container} is not master {timeout_s:g} s after its restart: {proc.stdout}")
+            raise SimError(f"OpenSM on {container} is not master {timeout_s:g} s after its start: {proc.stdout}")
         time.sleep(1)
 
 

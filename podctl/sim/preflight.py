@@ -24,12 +24,14 @@ TOOLS: dict[str, tuple[str, str]] = {
     "tc": ("iproute2", "throttles a node's network (podctl sim fault --rate)"),
     "ip": ("iproute2", "finds a node's interfaces for fault injection"),
     "nsenter": ("util-linux", "enters a node's network namespace for fault injection"),
+    "nft": ("nftables", "keeps the fabric's ibsim to root's processes on the SM host (from the host)"),
+    "setpriv": ("util-linux", "starts ibsim with no authority"),
 }
 
 # What each command needs; `image` also runs inside `up` when the image is missing.
 NEEDS: dict[str, tuple[str, ...]] = {
     "image": ("podman", "runc", "debootstrap", "tar"),
-    "up": ("podman", "runc", "ssh", "ssh-keygen", "ip"),
+    "up": ("podman", "runc", "ssh", "ssh-keygen", "ip", "nsenter", "nft", "setpriv"),
     "status": ("podman", "runc", "ssh"),
     "down": ("podman", "runc"),
     "exec": ("podman", "runc"),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from podctl import state
 from podctl.model import Site
 from podctl.sim import pod
 from podctl.sim.errors import SimError
@@ -50,7 +51,11 @@ class SimPod:
         self, host: str, command: str, *, check: bool = True, timeout: float = 60, stdin: bytes | None = None
     ) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run(
-            [*ssh_base(self.key, connect_timeout=3), f"root@{self.address(host)}", command],
+            [
+                *ssh_base(self.key, state.known_hosts_path(self.name), connect_timeout=3),
+                f"root@{self.address(host)}",
+                command,
+            ],
             input=stdin,
             capture_output=True,
             timeout=timeout,

@@ -68,10 +68,9 @@ def test_cables_written_by_sim_up_read_back(site, tmp_path: Path, monkeypatch: p
 def test_the_sm_host_without_an_hca_attaches_at_a_switch_and_only_a_sim_pod_says_so(site) -> None:  # type: ignore[no-untyped-def]
     assert facts.emulated_attachments(site) == {"head01": "ib-leaf-su01-r1"}
     derived = facts.Facts(site)
-    assert facts.emulated_host_facts(derived, "sim", "node01") is None
-    assert facts.emulated_host_facts(derived, "sim", "head01") == {
+    assert facts.emulated_host_facts(derived, "node01") is None
+    assert facts.emulated_host_facts(derived, "head01") == {
         "fabric": "compute",
-        "socket_name": "podctl-sim-sim",
         "attach": "ib-leaf-su01-r1",
         "client_program": facts.UMAD2SIM_PROGRAM,
         "service": facts.EMULATED_SM_SERVICE,
@@ -93,7 +92,7 @@ def test_updn_gets_its_roots_by_the_guids_the_emulated_fabric_gives_them(tmp_pat
     text = SIM_SITE.read_text().replace("routing_engine: ftree", "routing_engine: updn")
     (tmp_path / "site.yaml").write_text(text.replace("../../.cache", str(SIM_SITE.parents[2] / ".cache")))
     site = load_site(tmp_path / "site.yaml")
-    found = facts.emulated_host_facts(facts.Facts(site), "sim", "head01")
+    found = facts.emulated_host_facts(facts.Facts(site), "head01")
     assert found is not None and found["root_guids"] == [f"0x{name_guid('ib-spine-01'):016x}"]
     # The same GUID the network file gives that switch: what ibsim and OpenSM see.
     assert f"switchguid=0x{name_guid('ib-spine-01'):016x}" in network(site)

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from podctl import state
+from podctl.ibfabric.ibsim import guard
 from podctl.inventory import write_inventory
 from podctl.sim import fabric, pod
 from podctl.sim.cli import sim
@@ -131,13 +132,17 @@ def test_the_fabric_is_served_in_the_sm_hosts_namespace_and_up_keeps_or_restarts
     head = bare_pod.podman.container_pid(f"podctl-{SIM_POD}-head01")
     netns = os.readlink(f"/proc/{head}/ns/net")
     assert os.readlink(f"/proc/{served.pid}/ns/net") == netns != os.readlink("/proc/self/ns/net")
-    # Abstract sockets named after the pod, in head01's namespace only; nothing on an address.
-    inside = subprocess.run(["nsenter", "-t", str(head), "-n", "ss", "-xa"], capture_output=True, text=True).stdout
-    assert f"@podctl-sim-{SIM_POD}:ctl" in inside
-    assert f"podctl-sim-{SIM_POD}:" not in subprocess.run(["ss", "-xa"], capture_output=True, text=True).stdout
-    for proto in ("-ulnp", "-tlnp"):
-        listening = subprocess.run(["nsenter", "-t", str(head), "-n", "ss", proto], capture_output=True, text=True)
-        assert "ibsim" not in listening.stdout
+    # As its own account, on UDP in head01's namespace only (no TCP), and for root there alone.
+    assert served.root_only and Path(f"/proc/{served.pid}").stat().st_uid == guard.account()[0]
+    udp = subprocess.run(["nsenter", "-t", str(head), "-n", "ss", "-ulnp"], capture_output=True, text=True).stdout
+    assert f":{guard.SERVER_PORT} " in udp and "ibsim" in udp
+    tcp = subprocess.run(["nsenter", "-t", str(head), "-n", "ss", "-tlnp"], capture_output=True, text=True).stdout
+    assert "ibsim" not in tcp
+    send = f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'', ('127.0.0.1', {guard.SERVER_PORT}))"
+    container = f"podctl-{SIM_POD}-head01"
+    as_nobody = bare_pod.podman.run(["exec", "--user", "nobody", container, "python3", "-c", send], check=False)
+    assert as_nobody.returncode != 0 and "PermissionError" in as_nobody.stderr, as_nobody.stderr
+    assert bare_pod.podman.run(["exec", container, "python3", "-c", send], check=False).returncode == 0
     again = pod.up(bare_pod.podman, bare_pod.site, bare_pod.site_path, None, timeout_s=120, reporter=pod.Reporter())
     assert again.fabric is not None and again.fabric.action == "kept"
     assert fabric.running(bare_pod.name).pid == served.pid  # type: ignore[union-attr]

@@ -7,7 +7,9 @@
 - `fabric`: `SimulatedFabric`, ibsim started on a network file, its console (cables pulled,
   counters raised) and the diagnostic tools run against it;
 - `opensm`: OpenSM routing it once, or a subnet manager that stays (master or standby), and
-  which routing engine really routed.
+  which routing engine really routed;
+- `guard`: ibsim with no authority (an account of its own, no capabilities) and, for a sim pod,
+  reachable by root alone.
 
 docs/fabric.md says what ibsim can and cannot do (its sockets, remote mode, two SMs).
 """

@@ -20,7 +20,11 @@ The clients (OpenSM, every tool) reach ibsim through libumad2sim.so, preloaded:
 - with `remote_port`, over UDP (`ibsim -r -l PORT`): PORT for control and the next ten for the
   clients, on every address of the host, with no authentication; clients set
   `IBSIM_SERVER_NAME` and `IBSIM_SERVER_PORT` instead (`client_variables`), from any namespace
-  that can reach the host.
+  that can reach the host;
+- with `root_only` (a sim pod's), over UDP in `netns_pid`'s namespace, behind nftables rules that
+  let only root's sockets on its loopback reach it (podctl.ibfabric.ibsim.guard).
+Run as root, podctl starts ibsim as an account of its own with no capabilities (guard): it reads
+its network file through a descriptor (`/dev/fd/N`), since the work folder may be root's alone.
 ibsim serves at most 10 clients at once; each attaches at a node (`SIM_HOST`, a node id or
 description; by default the network file's first node) and one SM may attach per node.
 
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from . import guard
 from .install import IbsimError, Install, find_install, need_tools, network_limits
 from .network import node_id, node_ids
 
@@ -149,6 +154,11 @@ class SimulatedFabric:
         return self.workdir / "network.net"
 
     @property
+    def root_only(self) -> bool:
+        """Whether only root's processes in its namespace reach it (guard), as `start(root_only=True)` made it."""
+        return bool(self.state.get("root_only"))
+
+    @property
     def remote_port(self) -> int | None:
         port = self.state.get("remote_port")
         return int(port) if port is not None else None  # type: ignore[call-overload]
@@ -165,12 +175,17 @@ class SimulatedFabric:
         timeout: float = 120.0,
         sockname: str | None = None,
         netns_pid: int | None = None,
+        root_only: bool = False,
     ) -> SimulatedFabric:
         """ibsim on `network` (a network file's text), ready: its console answers and its clients can attach.
 
         `sockname`: the name of its sockets (default: one of the work folder's). `netns_pid`: run it
         in that process's network namespace (`nsenter -n`; a sim pod's SM container), where its
-        abstract sockets are, and the only place they are."""
+        abstract sockets are, and the only place they are. `root_only` (with `netns_pid`): only
+        root's processes in that namespace reach it (guard: remote mode on `remote_port`, by
+        default ibsim's own port, behind nftables rules loaded there first)."""
+        if root_only and netns_pid is None:
+            raise IbsimError("a root-only fabric is served in a namespace podctl guards: name its netns_pid")
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         running = cls._running_state(workdir)
@@ -185,28 +200,48 @@ class SimulatedFabric:
         console.unlink(missing_ok=True)
         os.mkfifo(console, 0o600)
         sockname = sockname or "podctl-" + hashlib.sha256(str(workdir).encode()).hexdigest()[:16]
+        if root_only and netns_pid is not None:
+            remote_port = guard.SERVER_PORT if remote_port is None else remote_port
+            # Before ibsim binds its ports: there is no moment when anyone else may reach them.
+            guard.load_rules(tool_path("nsenter"), tool_path("nft"), netns_pid, remote_port)
+        # nsenter enters the namespace (as root), setpriv drops every authority, and ibsim is exec'd:
+        # the pid is ibsim's, its cmdline ibsim's argv.
+        prefix = [tool_path("nsenter"), "-t", str(int(netns_pid)), "-n", "--"] if netns_pid is not None else []
+        prefix += guard.unprivileged(tool_path("setpriv"), keep_running)
+        env = {k: v for k, v in os.environ.items() if k not in _CLIENT_VARIABLES}
+        env["IBSIM_SOCKNAME"] = sockname
+        # ibsim may not read the work folder: it opens the network file again through this
+        # descriptor (/dev/fd/N checks the file's own mode, not the folders above it).
+        fabric_net.chmod(0o644)
+        network_fd = os.open(fabric_net, os.O_RDONLY)
         argv = [install.ibsim, *network_limits(network).argv(), "-s"]
         if remote_port is not None:
             argv += ["-r", "-l", str(remote_port)]
-        argv.append(str(fabric_net))
-        # nsenter enters the namespace and execs ibsim: the pid is ibsim's, its cmdline ibsim's argv.
-        prefix = [tool_path("nsenter"), "-t", str(int(netns_pid)), "-n", "--"] if netns_pid is not None else []
-        env = {k: v for k, v in os.environ.items() if k not in _CLIENT_VARIABLES}
-        env["IBSIM_SOCKNAME"] = sockname
+        argv.append(f"/dev/fd/{network_fd}")
         # Read and write: ibsim holds a writer of its own console, so it never reads an end of input.
         console_fd = os.open(console, os.O_RDWR)
         try:
             with open(workdir / "console.log", "wb") as out, open(workdir / "ibsim.log", "wb") as err:
                 process = spawn(
-                    [*prefix, *argv], env, keep_running, stdin=console_fd, stdout=out, stderr=err, cwd=workdir
+                    [*prefix, *argv],
+                    env,
+                    keep_running,
+                    stdin=console_fd,
+                    stdout=out,
+                    stderr=err,
+                    cwd=workdir,
+                    pass_fds=(network_fd,),
                 )
         finally:
             os.close(console_fd)
+            os.close(network_fd)
         state = {
             "pid": process.pid,
             "argv": argv,
+            "network_fd": network_fd,
             "sockname": sockname,
             "remote_port": remote_port,
+            "root_only": root_only,
             "netns_pid": netns_pid,
             "ibsim": install.ibsim,
             "umad2sim": install.umad2sim,
@@ -245,12 +280,14 @@ class SimulatedFabric:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return None
-        # The pid may have been reused since: the process must be this fabric's ibsim.
-        if (
-            pid_alive(pid)
-            and cmdline[:1] == [str(state["argv"][0]).encode()]
-            and str(workdir / "network.net").encode() in cmdline
-        ):
+        # The pid may have been reused since: the process must be this fabric's ibsim, reading its
+        # network file through a descriptor it still holds (or, started by an older podctl, by path).
+        network = str(workdir / "network.net")
+        try:
+            held = os.readlink(f"/proc/{pid}/fd/{int(state.get('network_fd', -1))}") == network
+        except (OSError, ValueError):
+            held = False
+        if pid_alive(pid) and cmdline[:1] == [str(state["argv"][0]).encode()] and (held or network.encode() in cmdline):
             return state
         return None
 

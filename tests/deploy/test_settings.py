@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from podctl.ansible import DEFAULT_FORKS, MAX_FORKS, ansible_settings
+from podctl.ansible import DEFAULT_FORKS, MAX_FORKS, MITOGEN_STRATEGY, ansible_settings
 
 pytestmark = pytest.mark.deploy
 
 
-def _settings(hosts: int, fast: bool, known_hosts: tuple[Path, ...] = ()):
+def _settings(hosts: int, fast: bool, known_hosts: tuple[Path, ...] = (), mitogen: bool = True):
     return ansible_settings(
         hosts=hosts,
         fast=fast,
@@ -17,6 +17,7 @@ def _settings(hosts: int, fast: bool, known_hosts: tuple[Path, ...] = ()):
         roles_path=Path("/p/roles"),
         private_key=Path("/k/id"),
         known_hosts=known_hosts,
+        mitogen=mitogen,
     )
 
 
@@ -34,6 +35,23 @@ def test_fast_settings() -> None:
     assert env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == "/r/cache/pod/facts"
     assert env["ANSIBLE_PRIVATE_KEY_FILE"] == "/k/id"
     assert env["ANSIBLE_ROLES_PATH"] == "/p/roles"
+
+
+def test_fast_settings_run_mitogens_strategy_from_mitogens_own_plugin_folder() -> None:
+    import ansible_mitogen
+
+    env = _settings(4, fast=True).envvars
+    assert env["ANSIBLE_STRATEGY"] == MITOGEN_STRATEGY and MITOGEN_STRATEGY.startswith("mitogen_")
+    # Ansible finds a strategy by its file name in the plugin folders it is given.
+    plugins = Path(env["ANSIBLE_STRATEGY_PLUGINS"])
+    assert plugins.is_relative_to(Path(ansible_mitogen.__file__).parent), plugins
+    assert (plugins / f"{MITOGEN_STRATEGY}.py").is_file(), sorted(p.name for p in plugins.glob("*"))
+
+
+@pytest.mark.parametrize(("fast", "mitogen"), [(True, False), (False, True)])
+def test_without_mitogen_ansible_keeps_its_own_strategy(fast: bool, mitogen: bool) -> None:
+    env = _settings(4, fast=fast, mitogen=mitogen).envvars
+    assert "ANSIBLE_STRATEGY" not in env and "ANSIBLE_STRATEGY_PLUGINS" not in env
 
 
 def test_ansible_defaults() -> None:

@@ -8,7 +8,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -431,12 +431,62 @@ def test_the_control_path_is_private_and_never_under_tmp(tmp_path: Path, monkeyp
     assert "/tmp/podctl-ssh" not in str(settings.envvars)
 
 
-@pytest.mark.ansible
-def test_mitogen_binds_its_control_socket_in_a_private_folder_not_in_the_shared_tmp(
+def _control_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, Callable[[], Path]]]:
+    """podctl's two control folders under an XDG_RUNTIME_DIR of this user's, each with the function
+    that makes it or refuses it. fsio.private_folder's checks are called directly: through a deploy,
+    a folder wrongly let pass would fail only once the example's nodes were found unreachable."""
+    from podctl.ansible import control_path_dir, temp_dir
+
+    runtime = tmp_path / "run-user"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    return [(runtime / "podctl-ssh", control_path_dir), (runtime / "podctl-tmp", temp_dir)]
+
+
+@pytest.mark.parametrize("mode", [0o750, 0o701, 0o770], ids=lambda mode: f"{mode:04o}")
+def test_a_control_folder_of_ones_own_open_to_group_or_others_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    import os
+    import re
+
+    from podctl.fsio import OutputError
+
+    for folder, folder_of in _control_folders(tmp_path, monkeypatch):
+        folder.mkdir()
+        os.chmod(folder, mode)
+        message = f"{folder} is open to group or others (mode {mode:04o})"
+        with pytest.raises(OutputError, match=re.escape(message)):
+            folder_of()
+        assert stat.S_IMODE(folder.stat().st_mode) == mode  # refused as it was, never quietly chmod-ed
+
+
+def test_a_control_folder_of_another_user_is_refused_even_when_private_to_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Real ansible-runner and ansible-playbook with Mitogen's strategy, against this machine
-    (connection local). `shared` stands for /tmp: the TMPDIR podctl itself was started with."""
+    # Mode 0700, so the owner check alone refuses it: its owner could connect to a socket podctl
+    # made there, or put one of their own in its place.
+    import os
+    import re
+
+    from podctl.fsio import OutputError
+
+    for folder, folder_of in _control_folders(tmp_path, monkeypatch):
+        folder.mkdir(mode=0o700)
+        os.chown(folder, 65534, 65534)
+        message = f"{folder} belongs to uid 65534, not to you (uid {os.geteuid()})"
+        with pytest.raises(OutputError, match=re.escape(message)):
+            folder_of()
+
+
+def _play_on_this_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: list[dict[str, Any]], mitogen: bool = True
+) -> list[dict[str, Any]]:
+    """The results of `tasks`, run by real ansible-runner and ansible-playbook through
+    podctl.ansible.run_playbook with podctl's fast settings, against this machine (connection
+    local); the run must succeed. `tmp_path/shared` stands for /tmp, the TMPDIR podctl itself was
+    started with; `tmp_path/runtime` is XDG_RUNTIME_DIR. Modules in `tmp_path/run/library` are
+    found beside the playbook."""
     from podctl.ansible import ansible_settings, run_playbook
 
     shared, runtime = tmp_path / "shared", tmp_path / "runtime"
@@ -445,23 +495,20 @@ def test_mitogen_binds_its_control_socket_in_a_private_folder_not_in_the_shared_
     monkeypatch.setenv("TMPDIR", str(shared))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     settings = ansible_settings(
-        hosts=1, fast=True, fact_cache_dir=tmp_path / "facts", roles_path=tmp_path, private_key=None, mitogen=True
+        hosts=1, fast=True, fact_cache_dir=tmp_path / "facts", roles_path=tmp_path, private_key=None, mitogen=mitogen
     )
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    run_dir.mkdir(exist_ok=True)
     localhost = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     hosts = {"all": {"hosts": {"localhost": localhost}}}
     (run_dir / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    # The task looks while the run, and so Mitogen's listener, is up.
-    find = ["find", str(shared), str(runtime), "-name", "mitogen_unix_*"]
-    task = {"name": "Sockets", "ansible.builtin.command": {"argv": find}, "changed_when": False}
-    play = [{"name": "Look", "hosts": "localhost", "gather_facts": False, "tasks": [task]}]
+    play = [{"name": "Look", "hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     (run_dir / "play.yml").write_text(yaml.safe_dump(play))
-    found: list[str] = []
+    results: list[dict[str, Any]] = []
 
     def on_event(event: dict[str, Any]) -> None:
         if event.get("event") == "runner_on_ok":
-            found.extend(event["event_data"]["res"]["stdout_lines"])
+            results.append(event["event_data"]["res"])
 
     run = run_playbook(
         private_data_dir=run_dir,
@@ -472,9 +519,48 @@ def test_mitogen_binds_its_control_socket_in_a_private_folder_not_in_the_shared_
         on_event=on_event,
     )
     assert run.status == "successful", (run_dir / "artifacts" / "look" / "stdout").read_text()
-    private = runtime / "podctl-tmp"
+    return results
+
+
+@pytest.mark.ansible
+def test_mitogen_binds_its_control_socket_in_a_private_folder_not_in_the_shared_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The task looks while the run, and so Mitogen's listener, is up.
+    find = ["find", str(tmp_path / "shared"), str(tmp_path / "runtime"), "-name", "mitogen_unix_*"]
+    task = {"name": "Sockets", "ansible.builtin.command": {"argv": find}, "changed_when": False}
+    (result,) = _play_on_this_machine(tmp_path, monkeypatch, [task])
+    found = result["stdout_lines"]
+    private = tmp_path / "runtime" / "podctl-tmp"
     assert found and [Path(f).parent for f in found] == [private] * len(found), found
     assert stat.S_IMODE(private.stat().st_mode) == 0o700
+
+
+# A module that says which of Mitogen's packages the process running it has loaded: Ansible runs a
+# module in a Python of its own (AnsiballZ), Mitogen inside its interpreter that stays up for the run.
+MITOGEN_PROBE = """from __future__ import annotations
+
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={})
+loaded = sorted({name.split(".")[0] for name in sys.modules} & {"mitogen", "ansible_mitogen"})
+module.exit_json(changed=False, mitogen_loaded=loaded)
+"""
+
+
+@pytest.mark.ansible
+@pytest.mark.parametrize(("mitogen", "loaded"), [(True, ["ansible_mitogen", "mitogen"]), (False, [])])
+def test_with_mitogen_on_modules_run_inside_mitogens_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mitogen: bool, loaded: list[str]
+) -> None:
+    library = tmp_path / "run" / "library"
+    library.mkdir(parents=True)
+    (library / "podctl_mitogen_probe.py").write_text(MITOGEN_PROBE)
+    task = {"name": "Probe", "podctl_mitogen_probe": {}}
+    (result,) = _play_on_this_machine(tmp_path, monkeypatch, [task], mitogen=mitogen)
+    assert result["mitogen_loaded"] == loaded, result
 
 
 # -- what a node prints is kept to a bound ---------------------------------------------------------

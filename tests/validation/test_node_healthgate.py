@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, cannot_run_here
 from tests.validation.rootowned import NOBODY, Tools, tools_tree
 
 GATE = REPO / "validation" / "healthgate.py"
@@ -51,6 +51,10 @@ class Node:
         # tests/validation/test_trusted_exec.py).
         self.tool("launcher", 'exec "$@"')
         self.launcher = str(self.bin / "launcher")
+        # Started by this Python, or executed as Slurm does: from an executable copy, by the
+        # interpreter and flags its first line names.
+        self.by_its_shebang = False
+        self.env: dict[str, str] = {}  # added to the test's environment
 
     def tool(self, name: str, body: str) -> None:
         path = self.bin / name
@@ -75,13 +79,18 @@ class Node:
             f'if [ "$1" = show ]; then echo "NodeName=node02 Arch=x86_64 {self.node_state}"; fi',
         )
         (self.tmp / "health.json").write_text(json.dumps(self.expect))
-        program = self.tmp / name
-        if not program.exists():
-            program.symlink_to(GATE)
-        env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}"}
+        if self.by_its_shebang:
+            (self.tmp / "sbin").mkdir(exist_ok=True)
+            program, interpreter = self.tmp / "sbin" / name, []
+            shutil.copy(GATE, program)
+            program.chmod(0o755)
+        else:
+            program, interpreter = self.tmp / name, [sys.executable]
+            if not program.exists():
+                program.symlink_to(GATE)
         return subprocess.Popen(
             [
-                sys.executable,
+                *interpreter,
                 str(program),
                 "--expect",
                 str(self.tmp / "health.json"),
@@ -89,7 +98,7 @@ class Node:
                 str(self.state),
                 *args,
             ],
-            env=env,
+            env={**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}", **self.env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -473,6 +482,38 @@ def test_a_module_planted_in_the_gates_working_folder_never_runs(node: Node, too
     assert code == 0 and record["status"] == "pass", record
     assert record["parts"]["node_check"] == {"status": "pass", "exit": 0}
     assert not canary.exists()
+
+
+# Planted where PYTHONPATH points, under the name of a module the gate imports (json) or one that
+# Python's startup imports (sitecustomize): it leaves a canary, then hands over to the standard
+# library's own module, so that the gate runs on either way.
+PLANTED = """import importlib, os, sys
+open(os.path.join({canaries!r}, __name__), "w").close()
+here, path = os.path.dirname(os.path.abspath(__file__)), list(sys.path)
+sys.path[:] = [p for p in path if os.path.abspath(p or os.curdir) != here]
+del sys.modules[__name__]
+try:
+    sys.modules[__name__] = importlib.import_module(__name__)
+finally:
+    sys.path[:] = path
+"""
+
+
+def test_the_gate_run_by_its_own_first_line_never_imports_from_pythonpath(node: Node) -> None:
+    # slurmd executes the gate as root, in an environment the gate does not choose; what keeps a
+    # PYTHONPATH out is the -I on its first line, which starting it as `python program` skips.
+    interpreter = GATE.read_text().splitlines()[0].removeprefix("#!").split()[0]
+    if not os.access(interpreter, os.X_OK):
+        cannot_run_here(f"the gate's interpreter {interpreter} is not installed")
+    planted, canaries = node.tmp / "planted", node.tmp / "canaries"
+    planted.mkdir()
+    canaries.mkdir()
+    for module in ("json", "sitecustomize"):
+        (planted / f"{module}.py").write_text(PLANTED.format(canaries=str(canaries)))
+    node.by_its_shebang, node.env = True, {"PYTHONPATH": str(planted)}
+    code, record, _ = node.run()
+    assert code == 0 and record["status"] == "pass", record
+    assert sorted(p.name for p in canaries.iterdir()) == []  # without -I: ["json", "sitecustomize"]
 
 
 def test_a_tools_folder_another_user_can_write_is_refused_alerted_and_never_drained(node: Node, tools: Tools) -> None:

@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 SITE   ?= inventory/sim/site.yaml
 WHEELS := .cache/validation-wheels
 
-.PHONY: setup sim-wheels sim-setup consumers fabric-setup demo test test-long test-fast bench clean wheel installed
+.PHONY: setup sim-wheels sim-setup consumers fabric-setup demo test test-long test-fast mutants bench clean wheel installed
 
 # Python side: a virtualenv with podctl, Ansible and the test tools.
 $(BIN)/podctl: pyproject.toml
@@ -83,6 +83,12 @@ test-long: sim-setup consumers
 # Everything that needs no containers.
 test-fast: setup consumers fabric-setup
 	PODCTL_TEST_ALL=1 $(BIN)/pytest -m 'not sim and not long' -n 2
+
+# The breaks the tests must catch (docs/testing.md): each patch in tests/mutants applied to a copy
+# of the working tree, and the tests it names run there; fails when a break survives. The working
+# tree is never written.
+mutants: setup fabric-setup
+	$(BIN)/python tests/mutants/run.py
 
 # podctl as users install it: the wheel (podctl, its Ansible collection, the validation
 # package), in a virtualenv of its own outside the checkout. .ci/run deploys and validates the

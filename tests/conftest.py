@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -106,3 +109,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unmarked:  # make test runs `-m 'not sim'` and `-m sim` apart: such a test would bring up a pod of its own
         raise pytest.UsageError(f"tests on the sim pod without the sim mark: {', '.join(unmarked)}")
     items.sort(key=rank)  # stable: collection order within each rank
+
+
+# A test's processes end with it: the daemons running when the run began, and the run's mark
+# (tests/processes.py). Under pytest-xdist the controller checks once, after every worker is done.
+_DAEMONS_BEFORE = pytest.StashKey[list[processes.Process]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    os.environ[processes.MARK] = f"{os.getpid()}-{time.time_ns()}"
+    config.stash[_DAEMONS_BEFORE] = processes.running()
+
+
+@pytest.hookimpl(trylast=True)  # after the runner's own, which tears down what is left (the sim pod)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    before = session.config.stash.get(_DAEMONS_BEFORE, None)
+    if before is None:
+        return
+    left = processes.left_running(before, os.getsid(0), os.environ[processes.MARK])
+    if not left:
+        return
+    named = "\n".join(f"  pid {p.pid} {p.name}: {p.command}" for p in left)
+    report = pytest.TestReport(
+        "tests/conftest.py::daemons-left-running",
+        ("tests/conftest.py", None, "daemons left running"),
+        {},
+        "failed",
+        "the tests started these and left them running (a test stops and waits for every daemon "
+        f"it starts in its teardown, also when it fails):\n{named}",
+        "teardown",
+    )
+    session.config.hook.pytest_runtest_logreport(report=report)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -10,7 +10,8 @@ rendered for the site's controller and Prometheus host (tests/roles.py), then:
   site's hosts resolving to the sandbox's address), and for the sim site a
   slurmd registers node01 with it. Debian 12's daemons run on this machine
   (`unshare`), Debian 13's in a trixie image (podman; .ci/consumers-image.sh
-  builds it: they need a newer glibc than Debian 12's). Any error, warning
+  builds it: they need a newer glibc than Debian 12's). Every process a
+  sandbox starts ends with it, the test failed or not (`_run_sandbox`). Any error, warning
   or fatal line either logs fails the test. The one change to the rendered
   files: accounting is off, because the sandbox has no slurmdbd (the sim pod
   test below runs the real one);
@@ -24,9 +25,11 @@ slurmd) must have logged no error or warning since they started.
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,7 @@ from podctl.assets import roles_dir
 from podctl.model import Role
 from podctl.nodehealth import GATE_PROGRAM, GATE_PROLOG
 from podctl.site import load_site
+from tests import processes
 from tests.conftest import DATA, REPO
 from tests.roles import bcrypt_filter, render_templates
 
@@ -123,18 +127,25 @@ install -o munge -m 0400 "$WORK/munge.key" /run/munge/munge.key
 runuser -u munge -- munged --key-file=/run/munge/munge.key --force
 # -c: a first start, on an empty state folder (a deployed controller's first start logs the missing
 # state files once; they are no complaint about the configuration).
-slurmctld -D -c > "$WORK/slurmctld.out" 2>&1 &
+slurmctld -D -c > /var/log/slurm/slurmctld.out 2>&1 &
+daemons=$!
 sleep 4
 if [ -n "$NODE" ]; then
-    slurmd -D -N "$NODE" > "$WORK/slurmd.out" 2>&1 &
+    slurmd -D -N "$NODE" > /var/log/slurm/slurmd.out 2>&1 &
+    daemons="$daemons $!"
     sleep 6
     scontrol show node "$NODE" > "$WORK/node.txt" 2>&1 || true
 fi
 sleep 2
-cat /var/log/slurm/slurmctld.log > "$WORK/slurmctld.log" 2>/dev/null || true
-kill $(jobs -p) 2>/dev/null || true
-# munged forked away from the script's jobs: it would outlive the sandbox.
-kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+# What the daemons logged while up is judged, not what they say on their way down (24.11's
+# slurmctld: "agent_fini: left 6 agent threads active").
+for log in slurmctld.log slurmctld.out slurmd.out; do
+    cat "/var/log/slurm/$log" > "$WORK/$log" 2>/dev/null || true
+done
+# Stopped by their pids and waited for: dash's `$(jobs -p)` runs in a subshell, which has no jobs.
+# munged forked away from the script's jobs; whatever is left dies with the sandbox (_run_sandbox).
+kill $daemons "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+wait
 """.replace("{address}", SANDBOX_ADDRESS)
 
 
@@ -149,24 +160,63 @@ def _consumers_image() -> str:
     return image
 
 
-def _sandbox(
-    platform: platforms.Platform, script: str, namespaces: list[str], env: dict[str, str], tmp_path: Path
-) -> list[str]:
-    """The command that runs the shell `script` (in `env`, with `tmp_path`) with `platform`'s
-    programs: this machine's own in the `unshare` `namespaces`, another release's in a container
-    of its own namespaces, set up as unshare's (privileged: the script names the host, adds an
-    address, mounts); the checkout is there too (the health gate runs from it)."""
+def _run_sandbox(
+    platform: platforms.Platform,
+    script: str,
+    namespaces: list[str],
+    env: dict[str, str],
+    tmp_path: Path,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run the shell `script` (in `env`, with `tmp_path`) with `platform`'s programs: this
+    machine's own in the `unshare` `namespaces`, another release's in a container of its own
+    namespaces, set up as unshare's (privileged: the script names the host, adds an address,
+    mounts); the checkout is there too (the health gate runs from it).
+
+    Every process the script starts ends with it, also when it fails or runs past `timeout`: on
+    this machine the script is the first process of a PID namespace of its own, and when it ends
+    the kernel kills the rest (a daemon that forked away included) before unshare returns; unshare,
+    killed at the timeout, kills the script (--kill-child). A container is removed whatever
+    happened (`--rm` when the script ends; by name when this test did not wait for it)."""
     if platform == HOST_PLATFORM:
         _need("unshare")
-        return ["unshare", *namespaces, "--fork", "sh", "-c", script]
-    return [
+        command = ["unshare", "--pid", "--mount-proc", "--kill-child", *namespaces, "sh", "-c", script]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    name = f"podctl-consumers-{secrets.token_hex(6)}"
+    command = [
         # A small CPU weight: under make test this runs beside the sim part's pod, whose nodes'
         # containers would otherwise weigh no more than this one (nice does not cross cgroups).
-        "podman", "run", "--rm", "--privileged", "--network=none", "--cpu-shares=64",
+        "podman", "run", "--rm", f"--name={name}", "--privileged", "--network=none", "--cpu-shares=64",
         f"--volume={tmp_path}:{tmp_path}", f"--volume={REPO}:{REPO}:ro",
         *(f"--env={key}={value}" for key, value in env.items()),
         _consumers_image(), "sh", "-c", script,
     ]  # fmt: skip
+    try:
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except BaseException:  # the timeout, an interrupt: podman's client is gone, its container is not
+        subprocess.run(
+            ["podman", "rm", "--force", "--ignore", "--time=0", name], capture_output=True, timeout=60, check=False
+        )
+        raise
+
+
+def test_every_process_a_sandbox_starts_ends_with_it_when_its_script_fails_or_runs_too_long(tmp_path: Path) -> None:
+    # A daemon that forks away (as munged does) and one left in the background, then the script
+    # fails; then the same, and the script runs past its timeout.
+    daemon = tmp_path / f"sbx{secrets.token_hex(5)}"  # a name of its own: the kernel keeps 15 characters
+    shutil.copy("/bin/sleep", daemon)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DAEMON": str(daemon)}
+    started = 'setsid "$DAEMON" 300 < /dev/null > /dev/null 2>&1 & "$DAEMON" 300 > /dev/null 2>&1 & '
+    failed = _run_sandbox(HOST_PLATFORM, started + "sleep 1; false", ["-n"], env, tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert processes.running({daemon.name}) == []  # unshare returns once its namespace is empty
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run_sandbox(HOST_PLATFORM, started + "sleep 300", ["-n"], env, tmp_path, timeout=2)
+    # unshare was killed: its namespace's processes go after it.
+    deadline = time.monotonic() + 10
+    while processes.running({daemon.name}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes.running({daemon.name}) == []
 
 
 @pytest.mark.parametrize("generation", sorted(SLURM_GENERATIONS))
@@ -262,14 +312,7 @@ def _start_slurm_daemons(name: str, generation: str, tmp_path: Path, overrides: 
             )
         ),
     }
-    proc = subprocess.run(
-        _sandbox(platform, SANDBOX, ["-u", "-n", "-m"], env, tmp_path),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = _run_sandbox(platform, SANDBOX, ["-u", "-n", "-m"], env, tmp_path)
     ctld = (tmp_path / "slurmctld.log").read_text() if (tmp_path / "slurmctld.log").exists() else ""
     out = (tmp_path / "slurmctld.out").read_text() if (tmp_path / "slurmctld.out").exists() else ""
     # The generation asked for is the one that ran ("slurmctld version 24.11.5 started ...").
@@ -332,14 +375,7 @@ def test_monitoring_config_passes_promtool_and_amtool(name: str, prometheus: str
         "amtool check-config /etc/prometheus/alertmanager.yml"
     )
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    proc = subprocess.run(
-        _sandbox(platform, script, ["-m"], env, tmp_path),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = _run_sandbox(platform, script, ["-m"], env, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"promtool, version {prometheus}." in proc.stdout, proc.stdout[:300]
     assert "SUCCESS" in proc.stdout + proc.stderr
@@ -468,6 +504,7 @@ prometheus-alertmanager --config.file=/etc/prometheus/alertmanager.yml --storage
 A=$!
 python3 "$WORK/probe.py" > "$WORK/probe.json"
 kill $P $A
+wait $P $A || true
 """
 LOGIN_PROBE = r"""
 import json, ssl, subprocess, sys, time, urllib.request
@@ -530,9 +567,7 @@ def test_prometheus_and_alertmanager_serve_their_login_over_the_sites_certificat
         'python3 "$WORK/probe.py"',
         f'python3 "$WORK/probe.py" {shlex.quote(LOGIN_PASSWORDS["podctl"])} {am_url} {plain_url}',
     )
-    proc = subprocess.run(
-        ["unshare", "-n", "-m", "--fork", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
+    proc = _run_sandbox(HOST_PLATFORM, script, ["-n", "-m"], env, tmp_path)
     logs = "".join((tmp_path / f).read_text()[-2000:] for f in ("prometheus.log", "am.log") if (tmp_path / f).exists())
     assert proc.returncode == 0, proc.stderr[-2000:] + logs
     probe = json.loads((tmp_path / "probe.json").read_text())

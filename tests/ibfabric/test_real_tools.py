@@ -161,6 +161,7 @@ def world(request, install: Install, tmp_path_factory) -> World:
             sim.unplug(*_lower(cable, names))
         w.save("ibnetdiscover-unplugged", sim.ibnetdiscover())
         w.save("iblinkinfo-unplugged", sim.iblinkinfo())
+        w.save("iblinkinfo-l-unplugged", sim.iblinkinfo(one_line=True))
         w.routed["unplugged"] = route(sim, "ftree", name="route-unplugged")
         w.save("dump_lfts-unplugged", sim.dump_lfts())
 
@@ -172,6 +173,7 @@ def world(request, install: Install, tmp_path_factory) -> World:
         w.routed["faulty"] = route(sim, "ftree")
         w.save("ibnetdiscover-faulty", sim.ibnetdiscover())
         w.save("iblinkinfo-faulty", sim.iblinkinfo())
+        w.save("iblinkinfo-l-faulty", sim.iblinkinfo(one_line=True))
         w.save("dump_lfts-faulty", sim.dump_lfts())
     return w
 
@@ -234,7 +236,9 @@ def test_counters_that_count_are_named_by_their_cables_with_the_node_and_rail(wo
 
 def test_unplugged_cables_are_named_by_check_and_the_unplugged_hca_by_routes(world: World) -> None:
     expected = {("missing", *_ends(cable, world.names)) for cable in world.faults["unplugged"]}
-    assert _findings(world, "ibnetdiscover-unplugged", "iblinkinfo-unplugged") == expected
+    # iblinkinfo -l too: the pulled cables' switch ports print Down with no far end, a line the
+    # healthy fabric's output never has (and the unplugged HCA prints nothing at all).
+    assert _findings(world, "ibnetdiscover-unplugged", "iblinkinfo-unplugged", "iblinkinfo-l-unplugged") == expected
     # A leaf with one up-port fewer than the others is no fat tree to ftree: OpenSM falls back to minhop.
     routed = world.routed["unplugged"]
     assert routed.used == "minhop" and routed.fell_back, routed.summary()
@@ -265,7 +269,8 @@ def test_swapped_cables_and_links_that_train_low_are_named_by_their_cables(world
         ("wrong-width", *_ends(narrow, world.names)),
         ("wrong-speed", *_ends(slow, world.names)),
     }
-    assert _findings(world, "ibnetdiscover-faulty", "iblinkinfo-faulty") == expected
+    # iblinkinfo -l too: the narrow and the slow link's width and speed columns, read as 2X and 53.125.
+    assert _findings(world, "ibnetdiscover-faulty", "iblinkinfo-faulty", "iblinkinfo-l-faulty") == expected
     # The subnet manager routes the cables as they are: each swapped HCA's traffic lands on the other.
     result = invoke(
         "fabric", "routes", world.site, "--lfts", world.files["dump_lfts-faulty"],

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.validation.rootowned import NOBODY, Tools, tools_tree
+from tests.validation.rootowned import NOBODY, SYSTEM_PYTHON, Tools, tools_tree
 from validation.trusted_exec import REFUSED
 
 # A module that announces itself: where it ran from, as whom, with which sys.path.
@@ -167,3 +169,77 @@ def test_a_link_to_nothing_under_roots_folder_is_no_refusal_but_one_under_tmp_is
     absent.unlink()
     absent.symlink_to("/tmp/podctl-no-such-folder/c10")
     refused(probe(tools), "/tmp is writable by")
+
+
+@dataclass(frozen=True)
+class SystemPython:
+    """An interpreter whose standard library and system site-packages are folders of the test's
+    own, and a virtualenv of it with `include-system-site-packages = true`."""
+
+    stdlib: Path
+    system_site: Path
+    python: Path  # the virtualenv's
+
+
+@pytest.fixture
+def system_python(tools: Tools) -> SystemPython:
+    """Debian's interpreter copied beside the tools (it finds its standard library from where it
+    lies: lib/python3.X beside its bin/), that folder holding links to Debian's modules, its system
+    site-packages an empty lib/python3/dist-packages; its virtualenv has the tools' .pth file."""
+    binary = SYSTEM_PYTHON.resolve()
+    base = tools.top / "python"
+    (base / "bin").mkdir(parents=True)
+    shutil.copy2(binary, base / "bin" / binary.name)
+    stdlib = base / "lib" / binary.name
+    stdlib.mkdir(parents=True)
+    for module in (Path("/usr/lib") / binary.name).iterdir():
+        (stdlib / module.name).symlink_to(module)
+    system_site = base / "lib" / "python3" / "dist-packages"
+    system_site.mkdir(parents=True)
+    venv = tools.top / "venv-system-site"
+    subprocess.run(
+        [str(base / "bin" / binary.name), "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+        check=True,
+        timeout=120,
+    )
+    assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text().splitlines()
+    site_packages = next((venv / "lib").glob("python3*/site-packages"))
+    (site_packages / "podctl-validation.pth").write_text(f"{tools.top / 'src'}\n")
+    return SystemPython(stdlib, system_site, venv / "bin" / "python")
+
+
+def test_a_venv_with_the_system_site_packages_runs_when_they_and_the_stdlib_are_roots(
+    tools: Tools, system_python: SystemPython
+) -> None:
+    # The tree the two tests below break: as built, it runs (their refusals are the break's alone).
+    ran = launch(tools, str(system_python.python), "-m", "validation.probe")
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert seen["file"] == str(tools.package / "probe.py")
+    assert str(system_python.stdlib) in seen["path"] and str(system_python.system_site) in seen["path"]
+
+
+@pytest.mark.parametrize(
+    ("attack", "why"),
+    [("chown", f"is owned by uid {NOBODY}, not root"), ("chmod-o", "is writable by others (mode 0757)")],
+    ids=("owner", "mode"),
+)
+def test_a_stdlib_folder_another_user_could_write_is_refused(
+    tools: Tools, system_python: SystemPython, attack: str, why: str
+) -> None:
+    # Nothing else the launcher walks lies under it: only its check of the stdlib folders sees it.
+    if attack == "chown":
+        os.chown(system_python.stdlib, NOBODY, NOBODY)
+    else:
+        os.chmod(system_python.stdlib, 0o757)
+    refused(launch(tools, str(system_python.python), "-m", "validation.probe"), f"{system_python.stdlib} {why}")
+
+
+def test_a_system_site_packages_folder_not_roots_is_refused_when_the_venv_includes_it(
+    tools: Tools, system_python: SystemPython
+) -> None:
+    os.chown(system_python.system_site, NOBODY, NOBODY)
+    refused(
+        launch(tools, str(system_python.python), "-m", "validation.probe"),
+        f"{system_python.system_site} is owned by uid {NOBODY}, not root",
+    )

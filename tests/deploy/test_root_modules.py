@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from podctl.assets import collection_dir
+from podctl.assets import collection_dir, collections_path
 from tests.conftest import cannot_run_here
 
 MODULES = collection_dir() / "plugins" / "modules"
@@ -33,8 +33,19 @@ def _as_root() -> None:
 def _module(name: str, tmp_path: Path, **args: Any) -> dict[str, Any]:
     args_file = tmp_path / f"{name}-args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    # The collection's module_utils, importable as Ansible's packaging makes them on a node: a
+    # folder holding `ansible_collections` alone (podctl's own folder holds an ansible.py too).
+    importable = tmp_path / "collections"
+    if not importable.exists():
+        importable.mkdir()
+        (importable / "ansible_collections").symlink_to(collections_path() / "ansible_collections")
+    env = {**os.environ, "PYTHONPATH": str(importable)}
     proc = subprocess.run(
-        [sys.executable, str(MODULES / f"{name}.py"), str(args_file)], capture_output=True, text=True, check=False
+        [sys.executable, str(MODULES / f"{name}.py"), str(args_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     out = json.loads(proc.stdout)
     assert proc.returncode == (1 if out.get("failed") else 0), proc.stderr

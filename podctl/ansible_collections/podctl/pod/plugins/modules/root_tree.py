@@ -7,6 +7,7 @@ import os
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.podctl.pod.plugins.module_utils.ownership import folder_problem
 
 DOCUMENTATION = r"""
 module: root_tree
@@ -54,28 +55,19 @@ trees:
 MAX_ENTRIES = 100000
 
 
-def _folder_problem(path, st):
-    if stat.S_ISLNK(st.st_mode):
-        return f"{path} is a symbolic link (to {os.readlink(path)})"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{path} is not a folder"
-    if st.st_uid != 0:
-        return f"{path} belongs to uid {st.st_uid}, not to root"
-    if st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and path in ("/tmp", "/var/tmp")):
-        return f"{path} is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
-
-
 def problems(path):
     """Every folder above, at and under path that anyone but root could write in."""
     found = []
     above = os.path.dirname(path)
     while above and above != os.path.dirname(above):
-        problem = _folder_problem(above, os.lstat(above))
-        if problem:
-            found.append(problem)
+        st = os.lstat(above)
+        # A sticky /tmp above a folder lets no one rename that folder away.
+        if not (above in ("/tmp", "/var/tmp") and st.st_mode & stat.S_ISVTX):
+            problem = folder_problem(above, st)
+            if problem:
+                found.append(problem)
         above = os.path.dirname(above)
-    problem = _folder_problem(path, os.lstat(path))
+    problem = folder_problem(path, os.lstat(path))
     if problem:
         return found + [problem]
     seen = 0
@@ -84,7 +76,7 @@ def problems(path):
             full = os.path.join(root, name)
             st = os.lstat(full)
             if not stat.S_ISLNK(st.st_mode):
-                problem = _folder_problem(full, st)
+                problem = folder_problem(full, st)
                 if problem:
                     found.append(problem)
         seen += len(dirs) + len(files)

@@ -11,6 +11,7 @@ import stat
 import string
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.podctl.pod.plugins.module_utils.ownership import folder_problem
 
 DOCUMENTATION = r"""
 module: secret_file
@@ -73,21 +74,6 @@ def _ids(owner, group):
     return uid, gid
 
 
-def _folder_problem(folder):
-    """Why the folder cannot hold a secret (another account could swap the file), or None."""
-    try:
-        st = os.lstat(folder)
-    except OSError as exc:
-        return f"{folder}: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{folder} is not a folder (a link or another kind of file)"
-    if st.st_uid not in (0, os.geteuid()):
-        return f"{folder} belongs to uid {st.st_uid}, not to root"
-    if st.st_mode & 0o022:
-        return f"{folder} is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
-
-
 def _existing_problem(path, st, uid):
     if stat.S_ISLNK(st.st_mode):
         return f"{path} is a symbolic link (to {os.readlink(path)})"
@@ -121,7 +107,10 @@ def main():
         module.fail_json(msg=f"{path}: mode {module.params['mode']} would let every user read the secret", path=path)
     folder = os.path.dirname(path) or "."
     refuse = "podctl writes and reads a secret only in a plain file of its own: remove it (and find out who put it there), then deploy again"
-    problem = _folder_problem(folder)
+    try:
+        problem = folder_problem(folder, os.lstat(folder), owners=(0, os.geteuid()))
+    except OSError as exc:
+        problem = f"{folder}: {exc.strerror}"
     if problem:
         module.fail_json(msg=f"{problem}: a secret's folder must be writable by root alone", path=path)
     try:

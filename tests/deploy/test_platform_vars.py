@@ -35,6 +35,11 @@ def test_a_vars_file_says_what_the_table_says(platform: platforms.Platform) -> N
     pid_files = found["slurm_pid_files"]
     assert sorted(pid_files) == ["slurmctld", "slurmd", "slurmdbd"]
     assert all(path.startswith("/run/") and path.endswith(".pid") for path in pid_files.values())
+    # The daemons of the slurm account a packaged unit starts as root (the slurm role runs them as
+    # slurm from the start), each with its pid file in a runtime directory of its own.
+    as_root = found["slurm_units_started_as_root"]
+    assert isinstance(as_root, list) and set(as_root) <= {"slurmctld", "slurmdbd"}
+    assert all(pid_files[unit] == f"/run/{unit}/{unit}.pid" for unit in ("slurmctld", "slurmdbd"))
 
 
 def test_the_roles_interface_is_declared() -> None:

@@ -343,3 +343,19 @@ def test_a_file_task_whose_result_is_censored_leaves_its_host_without_a_record()
     # Every host of the run unrecorded: nothing is run, and each is named with its tasks.
     skipped = converged.seal(target, "f", collector.resources(), collector.unrecorded)
     assert list(skipped) == ["head01"] and "'Configure | ansible.builtin.template'" in skipped["head01"]
+
+
+def test_a_large_tree_is_kept_as_one_digest_and_still_sees_an_edit_in_place(tmp_path: Path, node: dict) -> None:
+    """The validation tools' virtualenv holds some 25,000 entries: kept entry by entry it made each
+    node's record megabytes and its check slower, so a tree past the module's NAMED_ENTRIES is one
+    keyed digest of every entry's line (ctime and inode included), its difference told by count."""
+    lib = node["root"] / "tools" / "venv" / "lib"
+    for i in range(2100):
+        (lib / f"m{i}.py").write_text("x = 1\n")
+    _seal(tmp_path, node)
+    record = json.loads(Path(node["record"]).read_text())
+    assert record["trees"][str(node["root"] / "tools")] == {}
+    assert _verify(tmp_path, node)["converged"] is True
+    _edit_keeping_size_and_mtime(lib / "m7.py")
+    answer = _verify(tmp_path, node)
+    assert answer["converged"] is False and answer["why"] == [f"tree:{node['root'] / 'tools'}: its content changed"]

@@ -86,6 +86,8 @@ HASH_LIMIT = 1 << 20
 SHOW_WHY = 20
 # Entries of a changed tree named in one line of why.
 SHOW_ENTRIES = 3
+# A tree of at most this many entries is kept entry by entry (see _tree).
+NAMED_ENTRIES = 2000
 KINDS = ("files", "trees", "services", "users", "groups", "nft_tables")
 KEY_FILE = "record.key"
 
@@ -170,31 +172,34 @@ def _file(path, keyed, mounts=None):
 
 
 def _tree(path, keyed):
-    """(state, entries): every entry under path by relative path, with a keyed digest of its type,
-    mode, owner, size, mtime, ctime, inode and link target (the folder itself is entry "."). ctime
-    moves with every write, chmod, chown or rename, and no one but root can set it back: an edit
-    that keeps a file's size and mtime is still seen, without reading every file of a large tree."""
+    """(state, entries): every entry under path by relative path (the folder itself is "."), each
+    by its type, mode, owner, size, mtime, ctime, inode and link target. ctime moves with every
+    write, chmod, chown or rename, and no one but root can set it back: an edit that keeps a file's
+    size and mtime is still seen, without reading every file of a large tree. A tree of at most
+    NAMED_ENTRIES entries (a role's folder in /etc) is kept entry by entry, so a difference names
+    the entry; a larger one (the validation tools' virtualenv, some 25,000) as one digest alone,
+    which keeps the record small and its check as quick as it was."""
     if not os.path.isdir(path) or os.path.islink(path):
         return _file(path, keyed), {}
-    entries = {}
+    lines = {".": _entry(path)}
     for root, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(dirs + files):
+        for name in dirs + files:
             full = os.path.join(root, name)
-            entries[os.path.relpath(full, path)] = _entry(full, keyed)
-    entries["."] = _entry(path, keyed)
-    digest = keyed("".join(f"{rel}\0{d}\n" for rel, d in sorted(entries.items())).encode())
-    return f"tree of {len(entries)} entries {digest}", entries
+            lines[os.path.relpath(full, path)] = _entry(full)
+    ordered = sorted(lines.items())
+    digest = keyed("".join(f"{rel}\0{line}\n" for rel, line in ordered).encode())
+    entries = {rel: keyed(line.encode()) for rel, line in ordered} if len(ordered) <= NAMED_ENTRIES else {}
+    return f"tree of {len(ordered)} entries {digest}", entries
 
 
-def _entry(path, keyed):
+def _entry(path):
     try:
         st = os.lstat(path)
     except OSError:
         return "gone"
     link = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
     size, mtime = (0, 0) if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
-    return keyed(f"{st.st_mode:o} {st.st_uid} {st.st_gid} {size} {mtime} {st.st_ctime_ns} {st.st_ino} {link}".encode())
+    return f"{st.st_mode:o} {st.st_uid} {st.st_gid} {size} {mtime} {st.st_ctime_ns} {st.st_ino} {link}"
 
 
 def _services(names):
@@ -304,7 +309,7 @@ _DIGEST = re.compile(r"\b(sha256|loaded|dpkg status|entries) [0-9a-f]{16}")
 def _difference(key, was, now, entries_was=None, entries_now=None):
     """One line; a digest is never shown (a record may cover a secret's file): only that it changed.
     A tree names its entries that were added, removed or changed (the first few)."""
-    if entries_was is not None and entries_now is not None:
+    if entries_was and entries_now:
         named = [f"{rel} added" for rel in sorted(entries_now.keys() - entries_was.keys())]
         named += [f"{rel} removed" for rel in sorted(entries_was.keys() - entries_now.keys())]
         named += [

@@ -63,6 +63,8 @@ def test_what_is_changed_by_hand_in_a_managed_file_or_folder_is_named_and_run_on
     """A web user added to the login, a line added to slurmdbd.conf (both written by tasks that
     handle a secret) and a SPANK plugin dropped into plugstack.conf.d (which no task writes):
     conformance names each on head01, and the next deploy runs head01 alone."""
+    # From a pod as the deploy leaves it (a test before may have left a record behind).
+    _deploy(sim_pod)
     web = sim_pod.ssh("head01", f"cat {WEB_CONFIG}")
     assert "basic_auth_users:" in web
     tamper = (

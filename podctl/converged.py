@@ -7,8 +7,10 @@ After a deploy run succeeds, each node keeps a record (the collection's `converg
   validation package), the rendered inventory, the controller files the roles copy (named by
   `podctl.inventory.controller_inputs`), the stages and the hosts;
 - a **snapshot** of every resource the run's tasks managed on that node, taken from the run's
-  own events (each file, folder and link a file task wrote or checked, every service, user and
-  group), plus the validation tools' whole tree, the package database and the hostname.
+  own events (each file, folder and link a file task wrote or checked, secrets' files included,
+  every service, user and group), plus whole trees (each folder a role declares root's alone with
+  `podctl.pod.root_tree`, and the validation tools), the package database and the hostname. Its
+  digests are keyed with a key of the node's own.
 
 The next deploy (and conformance's drift check) first asks every node, in one task, whether its
 record's fingerprint is the one podctl computes now and whether a new snapshot of the same

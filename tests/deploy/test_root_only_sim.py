@@ -31,6 +31,11 @@ def _deploy(pod: Pod, expect_rc: int = 0) -> tuple[dict[str, Any], str]:
     return json.loads((run_dir / "recap.json").read_text()), out
 
 
+def _entry(lines: list[str], prefix: str) -> str:
+    """The line that starts with prefix (a folder's changes are named on one line), or ""."""
+    return next((line for line in lines if line.startswith(prefix)), "")
+
+
 def test_the_daemons_accounts_cannot_replace_what_root_runs_or_reads(sim_pod: Pod) -> None:
     # slurm writes /var/log/slurm (slurmctld's and slurmdbd's logs), on the same file system as
     # /etc: a rename from there over slurm.conf is what owning /etc/slurm allowed.
@@ -73,25 +78,31 @@ def test_what_is_changed_by_hand_in_a_managed_file_or_folder_is_named_and_run_on
         f" && echo 'optional /tmp/evil.so' > {EVIL_SPANK}"
     )
     assert sim_pod.sh("head01", tamper).returncode == 0
+    converged = False
     try:
         rc, data, out = sim_pod.validate("tampered", "--suite", "conformance")
         assert rc == 1 and set(data["failures"]) == {"head01"}, data["failures"]
         reasons = " | ".join(data["failures"]["head01"])
-        assert "plugstack.conf.d/evil.conf added since the last deploy" in reasons, reasons
+        # One line per folder: "/etc/slurm: plugstack.conf.d/evil.conf added, ... since the last deploy".
+        slurm_tree = _entry(data["failures"]["head01"], "conformance: /etc/slurm: ")
+        assert "plugstack.conf.d/evil.conf added" in slurm_tree and "since the last deploy" in slurm_tree, reasons
         assert "podctl-web.yml" in reasons and "slurmdbd.conf" in reasons, reasons
         assert "eve" not in reasons and "$2y$" not in reasons  # a secret's file: that it changed, not how
 
         recap, out = _deploy(sim_pod)
+        converged = True
         assert recap["ran_alone"] == ["head01"], recap.get("converged_hosts")
-        why = " | ".join(recap["converged_hosts"]["head01"]["why"])
-        assert "tree:/etc/prometheus: podctl-web.yml changed" in why, why
+        why = recap["converged_hosts"]["head01"]["why"]
+        assert "podctl-web.yml changed" in _entry(why, "tree:/etc/prometheus: "), why
         assert "file:/etc/slurm/slurmdbd.conf: its content changed" in why, why
-        assert "tree:/etc/slurm: plugstack.conf.d/evil.conf added" in why, why
+        assert "plugstack.conf.d/evil.conf added" in _entry(why, "tree:/etc/slurm: "), why
         # The deploy wrote its own files back; the dropped file is no task's, and stays for a person.
         assert "eve:" not in sim_pod.ssh("head01", f"cat {WEB_CONFIG}")
         assert "DebugFlags" not in sim_pod.ssh("head01", "cat /etc/slurm/slurmdbd.conf")
     finally:
         sim_pod.sh("head01", f"rm -f {EVIL_SPANK}")
+        if not converged:  # leave the pod as the deploy makes it for the tests after
+            _deploy(sim_pod)
 
 
 def test_a_link_where_a_secret_goes_is_refused_by_the_deploy_naming_it(sim_pod: Pod) -> None:

@@ -142,9 +142,11 @@ sleep 2
 for log in slurmctld.log slurmctld.out slurmd.out; do
     cat "/var/log/slurm/$log" > "$WORK/$log" 2>/dev/null || true
 done
-# Stopped by their pids and waited for: dash's `$(jobs -p)` runs in a subshell, which has no jobs.
-# munged forked away from the script's jobs; whatever is left dies with the sandbox (_run_sandbox).
-kill $daemons "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+# Their logs are kept: killed outright by their pids (a graceful stop of 24.11's slurmctld waits
+# seconds on its agent threads, in every one of the many sandboxes), and waited for. dash's
+# `$(jobs -p)` runs in a subshell, which has no jobs. munged forked away from the script's jobs;
+# whatever is left dies with the sandbox (_run_sandbox).
+kill -KILL $daemons "$(cat /run/munge/munged.pid)" 2>/dev/null || true
 wait
 """.replace("{address}", SANDBOX_ADDRESS)
 

@@ -87,9 +87,7 @@ def sim_pod(sim_nodes: object) -> object:
 # changes the pod), then certification and its faults, then day 2, then the rest in collection
 # order. make test runs them in one process (.ci/test-parts).
 SIM_ORDER = (
-    # A pod of its own (Debian 12, `own_pod`), up and down before the shared pod comes up where
-    # one process runs both (make test-long, pytest by hand); make test runs it in a part of its
-    # own, beside the shared pod's later tests (.ci/test-parts).
+    # A pod of its own (Debian 12), up and down before the shared pod comes up.
     "tests/platforms/test_previous_release_sim.py",
     "tests/sim/test_sim_pod.py",
     "tests/deploy/test_deploy_sim.py",

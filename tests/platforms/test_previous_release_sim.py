@@ -5,8 +5,8 @@ installed wheel).
 
 The shared pod of the other sim tests runs the default, Debian 13 with Slurm 24.11, and carries
 the whole matrix (faults, day 2, the gate, rolling changes): docs/testing.md says why this one
-runs only the main job. Its own pod, on its own /24 (`own_pod`): make test runs it after the unit
-part, beside the shared pod's later tests (.ci/test-parts), and removes it after.
+runs only the main job. Its own pod, on its own /24, brought up before the shared pod
+(tests/conftest.py's SIM_ORDER), so the two never run at once, and removed after.
 
 One head and two compute nodes: every role's head and compute paths, a multi-node job through
 Slurm, and a pair for the collectives, without a third compute node's install and certification,
@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import cannot_run_here
 from tests.simpod import Pod, certify, daemons_changed, podctl, sim_site_copy
 
-pytestmark = [pytest.mark.sim, pytest.mark.own_pod]
+pytestmark = pytest.mark.sim
 
 POD = "simdeb12"
 COMPUTE = ("node01", "node02")

@@ -22,6 +22,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -476,17 +477,36 @@ def test_a_deploy_limited_to_one_node_touches_that_node_alone(deploy_pod: Deploy
     assert not changed, "\n".join(changed)
 
 
+def _mitogen_on_node_while(pod: DeployPod, host: str, run: Any) -> tuple[bool, Any]:
+    """Whether Mitogen's interpreter ran on `host` while `run()` ran, and run()'s result. Mitogen's
+    bootstrap names its interpreter on the node `python3(mitogen:USER@CONTROLLER:PID)` for the
+    whole run; a task under plain Ansible is an ordinary python3 that ends with the task."""
+    seen, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        while not done.is_set() and not seen.is_set():
+            if "(mitogen:" in pod.sh(host, "ps -eo args").stdout:
+                seen.set()
+            done.wait(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = run()
+    finally:
+        done.set()
+        watcher.join(timeout=30)
+    return seen.is_set(), result
+
+
 def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deploy_pod: DeployPod) -> None:
     before = deploy_pod.daemons()
     # node02's record stands for three stages on node02 alone (the test above), the others' for
     # the partition change's slurm stage: other inputs than a whole deploy's. The next deploy runs
     # every task on every host, under Mitogen's strategy (the default), and changes nothing.
-    recap, stdout = _deploy(deploy_pod)
+    mitogen, (recap, stdout) = _mitogen_on_node_while(deploy_pod, "node01", lambda: _deploy(deploy_pod))
+    assert mitogen, "no Mitogen interpreter on node01 during a default deploy"
     assert recap["converged"] is False and recap["ran_alone"] is None, recap.get("converged_hosts")
-    # Every task under plain Ansible over OpenSSH (--no-mitogen, and --full: the records are not
-    # asked) gives the same recap, host by host.
-    plain, _ = _deploy(deploy_pod, "--full", "--no-mitogen")
-    assert _counts(plain) == _counts(recap)
     # Each run left its records: the next deploy asks each node's record once and runs nothing.
     looked, looked_stdout = _deploy(deploy_pod)
     assert looked["converged"] is True, looked.get("converged_hosts")
@@ -506,6 +526,23 @@ def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deplo
         assert any(g.startswith("os: sysctl") for g in r["hardware_gates"]), r["hardware_gates"]
     assert any(g.startswith("fabric:") for g in recap["hosts"]["node01"]["hardware_gates"])
     assert "skipped-by-hardware" in stdout.replace("\n", "") or "skipped-by-har" in stdout
+
+
+@pytest.mark.long  # two more deploys of every task (about 4 min): make test-long
+def test_every_task_under_plain_ansible_over_openssh_gives_mitogens_recap(deploy_pod: DeployPod) -> None:
+    # --full: every task, the records not asked. Each strategy seen at work on a node (Mitogen's
+    # interpreter gone with its connection before the OpenSSH run starts).
+    before = deploy_pod.daemons()
+    mitogen, (recap, _) = _mitogen_on_node_while(deploy_pod, "node01", lambda: _deploy(deploy_pod, "--full"))
+    _wait_for(lambda: "(mitogen:" not in deploy_pod.sh("node01", "ps -eo args").stdout, 30, "Mitogen to leave node01")
+    openssh, (plain, _) = _mitogen_on_node_while(
+        deploy_pod, "node01", lambda: _deploy(deploy_pod, "--full", "--no-mitogen")
+    )
+    assert mitogen and not openssh, f"Mitogen's interpreter on node01: default {mitogen}, --no-mitogen {openssh}"
+    assert _counts(plain) == _counts(recap)
+    assert all(r["changed"] == 0 for r in recap["hosts"].values()), recap["hosts"]
+    changed = daemons_changed(before, deploy_pod.daemons())
+    assert not changed, "\n".join(changed)
 
 
 def _wait_for(predicate, deadline_s: float, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,9 @@ three times in a row is in the long tier (make test-long).
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -77,11 +79,27 @@ def test_a_node_that_floods_its_output_costs_the_controller_a_bounded_amount(pod
     assert r.dropped == flood + len("\nEND\n") - KEEP_STDOUT and "node01 printed" in r.dropped_note
 
 
-def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_node(pod: Pod) -> None:
-    # Two node faults, one conformance run: each named on its own node, with its own reason.
+@contextlib.contextmanager
+def _two_node_faults(pod: Pod) -> Iterator[None]:
+    """slurmd stopped on node01 and slurm.conf edited by hand on node03; both cleared after, and
+    proven cleared: what was wrong is right again on both nodes."""
     podctl("sim", "fault", "--pod", POD, "node01", "--stop-service", "slurmd")
     try:
         assert pod.sh("node03", "echo '# edited by hand' >> /etc/slurm/slurm.conf").returncode == 0
+        yield
+    finally:
+        pod.sh("node03", "sed -i '/^# edited by hand$/d' /etc/slurm/slurm.conf")
+        podctl("sim", "fault", "--pod", POD, "node01", "--clear")
+        pod.sh("node01", "systemctl start slurmd")
+        pod.sh("head01", "scontrol update NodeName=node01 State=RESUME")
+        pod.wait_idle()
+    assert pod.sh("node01", "systemctl is-active slurmd").stdout.strip() == "active"
+    assert "# edited by hand" not in pod.sh("node03", "cat /etc/slurm/slurm.conf").stdout
+
+
+def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_node(pod: Pod) -> None:
+    # Two node faults, one conformance run: each named on its own node, with its own reason.
+    with _two_node_faults(pod):
         rc, data, out = pod.validate("node-faults", "--suite", "conformance")
         assert rc == 1 and failing(data) == {"node01", "node03"}, data["failures"]
         # head01 and node02 are as their records say: the roles run in check mode on the two others alone.
@@ -91,8 +109,13 @@ def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_
         assert not any("slurm.conf" in reason for reason in data["failures"]["node01"])
         assert any("/etc/slurm/slurm.conf" in reason for reason in data["failures"]["node03"])
         assert not any("service slurmd" in reason for reason in data["failures"]["node03"])
-        # Plain Ansible over OpenSSH (--no-mitogen) finds the same drift, node by node, reason by reason.
-        rc, plain, _ = pod.validate("node-faults-openssh", "--suite", "conformance", "--no-mitogen")
+
+
+@pytest.mark.long  # two more conformance runs under the faults (about 3 min): make test-long
+def test_plain_ansible_over_openssh_finds_the_same_drift_as_mitogen(pod: Pod) -> None:
+    with _two_node_faults(pod):
+        rc, data, _ = pod.validate("node-faults-mitogen", "--suite", "conformance")
+        rc_plain, plain, _ = pod.validate("node-faults-openssh", "--suite", "conformance", "--no-mitogen")
 
         # Slurm's view of node01 is not the strategy's finding and moves on between the two runs,
         # by the clock alone (none yet, then idle* "not responding", then down* once slurmctld
@@ -100,16 +123,8 @@ def test_a_stopped_daemon_and_a_hand_edited_config_fail_conformance_each_on_its_
         def drift(failures: dict) -> dict:
             return {n: [r for r in rs if "in Slurm (state" not in r] for n, rs in failures.items()}
 
-        assert rc == 1 and drift(plain["failures"]) == drift(data["failures"]), (plain["failures"], data["failures"])
-    finally:
-        pod.sh("node03", "sed -i '/^# edited by hand$/d' /etc/slurm/slurm.conf")
-        podctl("sim", "fault", "--pod", POD, "node01", "--clear")
-        pod.sh("node01", "systemctl start slurmd")
-        pod.sh("head01", "scontrol update NodeName=node01 State=RESUME")
-        pod.wait_idle()
-    # Cleared, and proven cleared: what was wrong is right again on both nodes.
-    assert pod.sh("node01", "systemctl is-active slurmd").stdout.strip() == "active"
-    assert "# edited by hand" not in pod.sh("node03", "cat /etc/slurm/slurm.conf").stdout
+        assert rc == rc_plain == 1 and failing(data) == {"node01", "node03"}, data["failures"]
+        assert drift(plain["failures"]) == drift(data["failures"]), (plain["failures"], data["failures"])
 
 
 def test_a_profile_claiming_more_cores_than_the_node_has_fails_health_on_that_node(pod: Pod) -> None:

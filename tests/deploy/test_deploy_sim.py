@@ -477,6 +477,12 @@ def test_a_deploy_limited_to_one_node_touches_that_node_alone(deploy_pod: Deploy
     assert not changed, "\n".join(changed)
 
 
+def _mitogen_on(pod: DeployPod, host: str) -> bool:
+    """Whether Mitogen's interpreter runs on `host` now: its bootstrap names it
+    `python3(mitogen:USER@CONTROLLER:PID)` there."""
+    return "(mitogen:" in pod.sh(host, "ps -eo args").stdout
+
+
 def _mitogen_on_node_while(pod: DeployPod, host: str, run: Any) -> tuple[bool, Any]:
     """Whether Mitogen's interpreter ran on `host` while `run()` ran, and run()'s result. Mitogen's
     bootstrap names its interpreter on the node `python3(mitogen:USER@CONTROLLER:PID)` for the
@@ -485,7 +491,7 @@ def _mitogen_on_node_while(pod: DeployPod, host: str, run: Any) -> tuple[bool, A
 
     def watch() -> None:
         while not done.is_set() and not seen.is_set():
-            if "(mitogen:" in pod.sh(host, "ps -eo args").stdout:
+            if _mitogen_on(pod, host):
                 seen.set()
             done.wait(0.5)
 
@@ -507,7 +513,7 @@ def test_rerun_changes_nothing_restarts_nothing_and_reports_hardware_gates(deplo
     mitogen, (recap, stdout) = _mitogen_on_node_while(deploy_pod, "node01", lambda: _deploy(deploy_pod))
     assert mitogen, "no Mitogen interpreter on node01 during a default deploy"
     assert recap["converged"] is False and recap["ran_alone"] is None, recap.get("converged_hosts")
-    # Each run left its records: the next deploy asks each node's record once and runs nothing.
+    # The run left its records: the next deploy asks each node's record once and runs nothing.
     looked, looked_stdout = _deploy(deploy_pod)
     assert looked["converged"] is True, looked.get("converged_hosts")
     assert {h: (r["ok"], r["changed"], r["failed"]) for h, r in looked["hosts"].items()} == {h: (1, 0, 0) for h in ALL}
@@ -534,7 +540,7 @@ def test_every_task_under_plain_ansible_over_openssh_gives_mitogens_recap(deploy
     # interpreter gone with its connection before the OpenSSH run starts).
     before = deploy_pod.daemons()
     mitogen, (recap, _) = _mitogen_on_node_while(deploy_pod, "node01", lambda: _deploy(deploy_pod, "--full"))
-    _wait_for(lambda: "(mitogen:" not in deploy_pod.sh("node01", "ps -eo args").stdout, 30, "Mitogen to leave node01")
+    _wait_for(lambda: not _mitogen_on(deploy_pod, "node01"), 30, "Mitogen to leave node01")
     openssh, (plain, _) = _mitogen_on_node_while(
         deploy_pod, "node01", lambda: _deploy(deploy_pod, "--full", "--no-mitogen")
     )

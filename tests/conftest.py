@@ -81,7 +81,8 @@ def sim_pod(sim_nodes: object) -> object:
     return pod
 
 
-# The order the tests that share the sim pod run in: first the previous release's pod of its own,
+# The order the tests that share the sim pod run in: first the previous release's pod of its own
+# (make test-long),
 # then the sim itself on the bare containers,
 # then the deploy tests (its first deploy and a no-change re-run, judged before anything else
 # changes the pod), then certification and its faults, then day 2, then the rest in collection

@@ -42,6 +42,8 @@ def test_the_collection_builds_with_every_role_and_stage(tmp_path: Path) -> None
     names = tarfile.open(tarball).getnames()
     for role in ("os", "fabric", "storage", "slurm", "monitoring", "validation_tools"):
         assert f"roles/{role}/tasks/main.yml" in names and f"roles/{role}/meta/argument_specs.yml" in names
+    # What every role imports (its package install).
+    assert "roles/_common/tasks/packages.yml" in names and "roles/_common/meta/argument_specs.yml" in names
     for playbook in ("site", "os", "fabric", "storage", "slurm", "monitoring", "validation_tools"):
         assert f"playbooks/{playbook}.yml" in names
     assert "MANIFEST.json" in names and not any("/molecule/" in n for n in names)

@@ -28,16 +28,37 @@ def test_only_installed_packages_count_as_installed() -> None:
     assert plugin.not_installed(["munge"], None) == ["munge"]
 
 
-def test_every_apt_task_of_every_role_asks_apt_only_for_what_is_missing() -> None:
-    tasks = []
-    for path in roles_dir().glob("*/tasks/*.yml"):
-        for task in yaml.safe_load(path.read_text()) or []:
-            if isinstance(task, dict) and "ansible.builtin.apt" in task:
-                tasks.append((path, task))
-    assert len(tasks) >= 7
-    for path, task in tasks:
-        when = task.get("when", [])
-        conditions = when if isinstance(when, list) else [when]
-        assert any(
-            "podctl.pod.not_installed(podctl_installed_packages | default(none))" in str(c) for c in conditions
-        ), (path, task["name"])
+def _task_files() -> list[tuple[str, list]]:
+    return [
+        (str(path.relative_to(roles_dir())), yaml.safe_load(path.read_text()) or [])
+        for path in sorted(roles_dir().glob("*/tasks/*.yml"))
+    ]
+
+
+def test_the_guarded_apt_task_is_written_once_in_common() -> None:
+    """apt is asked in one task of the collection (roles/_common), and only for what is missing."""
+    apt = [(path, task) for path, tasks in _task_files() for task in tasks if "ansible.builtin.apt" in task]
+    assert [path for path, _ in apt] == ["_common/tasks/packages.yml"], apt
+    ((_, task),) = apt
+    assert task["when"] == (
+        "podctl_common_packages | podctl.pod.not_installed(podctl_installed_packages | default(none)) | length > 0"
+    )
+    assert task["ansible.builtin.apt"]["name"] == "{{ podctl_common_packages }}"
+
+
+def test_every_role_installs_its_packages_through_common() -> None:
+    imports = [
+        (path, task)
+        for path, tasks in _task_files()
+        for task in tasks
+        if isinstance(task, dict) and "ansible.builtin.import_role" in task
+    ]
+    roles = {path.split("/")[0] for path, _ in imports}
+    assert roles == {"os", "fabric", "storage", "slurm", "monitoring", "validation_tools"}, roles
+    assert len(imports) >= 12
+    specs = yaml.safe_load((roles_dir() / "_common" / "meta" / "argument_specs.yml").read_text())
+    declared = set(specs["argument_specs"]["packages"]["options"])
+    for path, task in imports:
+        assert task["ansible.builtin.import_role"] == {"name": "podctl.pod._common", "tasks_from": "packages"}, path
+        given = set(task.get("vars", {}))
+        assert "podctl_common_packages" in given and given <= declared, (path, task["name"], given - declared)

@@ -32,6 +32,8 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -212,12 +214,45 @@ def _build(cls: Any, cfg: Any, device: Any) -> Any:
         return cls(cfg)
 
 
-def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
+@dataclass
+class _Run:
+    """The model, its optimizer and its DDP wrapper on one rank, and the settings every step reads."""
+
+    env: DistEnv
+    args: argparse.Namespace
+    cuda: bool
+    backend: str
+    device: Any
+    preset: str
+    cfg: Any
+    compile_model: bool
+    steps: int
+    warmup: int
+    model: Any
+    n_params: int
+    optimizer: Any
+    make_optimizer: Callable[[Any], Any]
+    ddp_kwargs: dict[str, Any]
+    net: Any
+
+
+@dataclass
+class _Trained:
+    """What the training loop left: per step, the loss, the gradient norm and the time."""
+
+    loss_values: list[float]
+    norm_values: list[float]
+    step_times: list[float]
+    wall_s: float
+    compile_fallback: str | None
+
+
+def _setup(env: DistEnv, args: argparse.Namespace) -> _Run:
+    """The process group, and the same initial model on every rank, wrapped in DDP (compiled on GPUs)."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from validation.gpt import GPT, PRESETS, flops_per_token, parameter_count, synthetic_batch
+    from validation.gpt import GPT, PRESETS, parameter_count
 
     cuda = use_cuda(args)
     backend = args.backend or ("nccl" if cuda else "gloo")
@@ -237,7 +272,6 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     warmup = args.warmup_steps if args.warmup_steps is not None else (10 if cuda else 2)
     if steps <= warmup + 1:
         raise ValueError(f"--steps {steps} leaves no timed steps after --warmup-steps {warmup}")
-    report = Report("smoke")
     init_process_group(env, backend, args.timeout)
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -249,7 +283,6 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     torch.manual_seed(args.seed)  # identical initial weights on every rank
     with device:  # built in place: initialising 944 M parameters on the host takes seconds
         model = GPT(cfg)
-    n_params = parameter_count(model)
 
     def make_optimizer(m: Any) -> Any:
         return torch.optim.AdamW(
@@ -269,7 +302,35 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     net: Any = DDP(model, **ddp_kwargs)
     if compile_model:
         net = torch.compile(net)
+    return _Run(
+        env,
+        args,
+        cuda,
+        backend,
+        device,
+        preset,
+        cfg,
+        compile_model,
+        steps,
+        warmup,
+        model,
+        parameter_count(model),
+        optimizer,
+        make_optimizer,
+        ddp_kwargs,
+        net,
+    )
 
+
+def _train(run: _Run) -> _Trained:
+    """The training loop over a pool of synthetic batches, with warm-up, clipping and a fall back to
+    eager when torch.compile fails on the first step."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from validation.gpt import synthetic_batch
+
+    env, args, cfg, device, cuda = run.env, run.args, run.cfg, run.device, run.cuda
     gen = torch.Generator(device=device).manual_seed(args.seed * 1000 + env.rank)
     pool = [synthetic_batch(cfg, gen, device) for _ in range(args.batch_pool)]
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
@@ -281,13 +342,14 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     compile_fallback = None
     if env.rank == 0:
         progress(
-            f"{preset}: {n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
-            f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={compile_model}"
+            f"{run.preset}: {run.n_params / 1e6:.1f} M parameters, {env.world_size} ranks, "
+            f"seq {cfg.seq_len}, micro-batch {cfg.micro_batch}, compile={run.compile_model}"
         )
+    net, optimizer = run.net, run.optimizer
     wall0 = time.perf_counter()
-    for step in range(steps):
+    for step in range(run.steps):
         for group in optimizer.param_groups:
-            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, warmup))
+            group["lr"] = cfg.lr * min(1.0, (step + 1) / max(1, run.warmup))
         x, y = pool[step % len(pool)]
         if cuda:
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -298,17 +360,17 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
                 loss = net(x, y)
             loss.backward()
         except Exception as exc:  # noqa: BLE001 - compile problems fall back to eager
-            if not (compile_model and step == 0):
+            if not (run.compile_model and step == 0):
                 raise
             compile_fallback = f"{type(exc).__name__}: {str(exc)[:300]}"
             progress(f"torch.compile failed, continuing eager: {compile_fallback}")
             optimizer.zero_grad(set_to_none=True)
-            net = DDP(model, **ddp_kwargs)
+            net = DDP(run.model, **run.ddp_kwargs)
             with autocast:
                 loss = net(x, y)
             loss.backward()
         # The norm before clipping, kept for the report: a spike in it explains a spike in the loss.
-        grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).detach())
+        grad_norms.append(torch.nn.utils.clip_grad_norm_(run.model.parameters(), max_norm).detach())
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.detach())
@@ -321,23 +383,27 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
             if cuda:
                 torch.cuda.synchronize(device)
             progress(f"first step (with compilation) took {time.perf_counter() - wall0:.1f} s")
+    run.net = net
     if cuda:
         torch.cuda.synchronize(device)
         step_times = [b.elapsed_time(e) / 1e3 for b, e in events]
-    loss_values = [float(v) for v in torch.stack(losses).float().cpu().tolist()]
-    norm_values = [float(v) for v in torch.stack(grad_norms).float().cpu().tolist()]
-    train_wall = time.perf_counter() - wall0
+    return _Trained(
+        [float(v) for v in torch.stack(losses).float().cpu().tolist()],
+        [float(v) for v in torch.stack(grad_norms).float().cpu().tolist()],
+        step_times,
+        time.perf_counter() - wall0,
+        compile_fallback,
+    )
 
-    timed = step_times[warmup:]
-    median_step, step_spread = summarize(timed)
-    tokens_per_step = cfg.micro_batch * cfg.seq_len
-    fpt = flops_per_token(n_params, cfg)
-    tflops_samples = [fpt * tokens_per_step / t / 1e12 for t in timed]
-    window = max(1, min(5, steps // 4))
-    first, last = loss_values[:window], loss_values[-window:]
-    finite = all(math.isfinite(v) for v in loss_values)
 
-    # Checkpoint: a run directory every rank agrees on.
+def _checkpoint(run: _Run) -> tuple[dict[str, Any], Path]:
+    """The checkpoint round trip (checkpoint_round_trip) in a run folder every rank agrees on, under
+    --checkpoint-dir or the node's temporary folder; returns what it found and that folder's parent."""
+    import torch.distributed as dist
+
+    from validation.gpt import GPT
+
+    env, args = run.env, run.args
     names = [uuid.uuid4().hex[:12] if env.rank == 0 else None]
     dist.broadcast_object_list(names, src=0)
     base = Path(args.checkpoint_dir) if args.checkpoint_dir else Path(tempfile.gettempdir())
@@ -349,62 +415,60 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
         dist.barrier()
 
     checkpoint = checkpoint_round_trip(
-        model,
-        optimizer,
-        lambda: _build(GPT, cfg, device),
-        make_optimizer,
+        run.model,
+        run.optimizer,
+        lambda: _build(GPT, run.cfg, run.device),
+        run.make_optimizer,
         run_dir / "checkpoint.pt",
         env.rank == 0,
         barrier,
-        device,
+        run.device,
     )
     dist.barrier()
     if env.rank == 0 and not args.keep_checkpoint:
         shutil.rmtree(run_dir, ignore_errors=True)
+    return checkpoint, base
 
-    mine = {
-        "rank": env.rank,
-        "local_rank": env.local_rank,
+
+def _rank_summary(run: _Run, trained: _Trained, checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """What this rank sends rank 0: its loss windows and spikes, its speed, its checkpoint's findings."""
+    import torch
+
+    from validation.gpt import flops_per_token
+
+    loss_values, steps = trained.loss_values, run.steps
+    timed = trained.step_times[run.warmup :]
+    median_step, step_spread = summarize(timed)
+    tokens_per_step = run.cfg.micro_batch * run.cfg.seq_len
+    fpt = flops_per_token(run.n_params, run.cfg)
+    window = max(1, min(5, steps // 4))
+    first, last = loss_values[:window], loss_values[-window:]
+    return {
+        "rank": run.env.rank,
+        "local_rank": run.env.local_rank,
         "host": hostname(),
-        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "device": torch.cuda.get_device_name(run.device) if run.cuda else "cpu",
         "loss_first_window": sum(first) / len(first),
         "loss_last_window": sum(last) / len(last),
-        "loss_finite": finite,
+        "loss_finite": all(math.isfinite(v) for v in loss_values),
         "loss_spikes": loss_spikes(loss_values),
         "median_step_s": median_step,
+        "step_spread": step_spread,
         "tflops": fpt * tokens_per_step / median_step / 1e12,
-        "tflops_samples": tflops_samples,
+        "tflops_samples": [fpt * tokens_per_step / t / 1e12 for t in timed],
         "checkpoint": checkpoint,
-        "compile_fallback": compile_fallback,
+        "compile_fallback": trained.compile_fallback,
     }
-    everyone: list[Any] = [None] * env.world_size
-    dist.all_gather_object(everyone, mine)
-    if env.rank != 0:
-        return None
 
-    report.details.update(
-        {
-            "model": {"preset": preset, **cfg.to_dict(), "parameters": n_params},
-            "flops_per_token": fpt,
-            "flops_formula": "6N + 12*L*d*seq",
-            "steps": steps,
-            "warmup_steps": warmup,
-            "compile": compile_model,
-            "backend": backend,
-            "world_size": env.world_size,
-            "train_wall_s": train_wall,
-            "loss_rank0": loss_values,
-            "grad_norm_rank0": norm_values,
-            "clip_grad": args.clip_grad,
-            "step_time_s": {"median": median_step, **step_spread},
-            "ranks": [{k: v for k, v in r.items() if k != "tflops_samples"} for r in everyone],
-        }
-    )
+
+def _judge(report: Report, run: _Run, everyone: list[dict[str, Any]], base: Path) -> None:
+    """Rank 0's findings over every rank: who reported, the loss, the checkpoint."""
+    args, world_size = run.args, run.env.world_size
     reported = sorted(r["rank"] for r in everyone)
-    if reported != list(range(env.world_size)):
-        report.error(f"ranks reporting: {reported}, expected 0..{env.world_size - 1}")
-    if args.expect_world_size is not None and env.world_size != args.expect_world_size:
-        report.error(f"world size {env.world_size}, expected {args.expect_world_size}")
+    if reported != list(range(world_size)):
+        report.error(f"ranks reporting: {reported}, expected 0..{world_size - 1}")
+    if args.expect_world_size is not None and world_size != args.expect_world_size:
+        report.error(f"world size {world_size}, expected {args.expect_world_size}")
     for r in everyone:
         label = f"{r['host']}/rank{r['rank']}"
         if not r["loss_finite"]:
@@ -425,7 +489,11 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
     if writer.get("write_s"):
         report.measure("checkpoint_write_gbps", writer["bytes"] / writer["write_s"] / 1e9, "GB/s", None)
 
-    if cuda:
+
+def _measure_speed(report: Report, run: _Run, everyone: list[dict[str, Any]]) -> None:
+    """TFLOP/s per GPU and MFU on GPUs; on CPUs, TFLOP/s per node."""
+    args = run.args
+    if run.cuda:
         for r in everyone:
             label = f"{r['host']}/gpu{r['local_rank']}"
             m = report.measure_samples("smoke_tflops_per_gpu", r["tflops_samples"], "TFLOP/s", label)
@@ -440,15 +508,53 @@ def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
                 f"{label}: {m.value:.1f} TFLOP/s per GPU"
                 + (f" = {m.value / args.peak_tflops:.1%} MFU" if args.peak_tflops else "")
             )
-    else:
-        # Steps are in lockstep under DDP, so step i of every rank of a host adds up.
-        per_node: dict[str, list[float]] = {}
-        for r in everyone:
-            totals = per_node.setdefault(r["host"], [0.0] * len(r["tflops_samples"]))
-            for i, value in enumerate(r["tflops_samples"]):
-                totals[i] += value
-        for host, totals in per_node.items():
-            report.measure_samples("smoke_tflops_per_node", totals, "TFLOP/s", host)
+        return
+    # Steps are in lockstep under DDP, so step i of every rank of a host adds up.
+    per_node: dict[str, list[float]] = {}
+    for r in everyone:
+        totals = per_node.setdefault(r["host"], [0.0] * len(r["tflops_samples"]))
+        for i, value in enumerate(r["tflops_samples"]):
+            totals[i] += value
+    for host, totals in per_node.items():
+        report.measure_samples("smoke_tflops_per_node", totals, "TFLOP/s", host)
+
+
+def worker(env: DistEnv, args: argparse.Namespace) -> dict[str, Any] | None:
+    """One rank: set up, train, round-trip a checkpoint, and send rank 0 what it found; rank 0
+    judges every rank's and returns the report."""
+    import torch.distributed as dist
+
+    from validation.gpt import flops_per_token
+
+    report = Report("smoke")
+    run = _setup(env, args)
+    trained = _train(run)
+    checkpoint, base = _checkpoint(run)
+    mine = _rank_summary(run, trained, checkpoint)
+    everyone: list[Any] = [None] * env.world_size
+    dist.all_gather_object(everyone, mine)
+    if env.rank != 0:
+        return None
+    report.details.update(
+        {
+            "model": {"preset": run.preset, **run.cfg.to_dict(), "parameters": run.n_params},
+            "flops_per_token": flops_per_token(run.n_params, run.cfg),
+            "flops_formula": "6N + 12*L*d*seq",
+            "steps": run.steps,
+            "warmup_steps": run.warmup,
+            "compile": run.compile_model,
+            "backend": run.backend,
+            "world_size": env.world_size,
+            "train_wall_s": trained.wall_s,
+            "loss_rank0": trained.loss_values,
+            "grad_norm_rank0": trained.norm_values,
+            "clip_grad": args.clip_grad,
+            "step_time_s": {"median": mine["median_step_s"], **mine["step_spread"]},
+            "ranks": [{k: v for k, v in r.items() if k not in ("tflops_samples", "step_spread")} for r in everyone],
+        }
+    )
+    _judge(report, run, everyone, base)
+    _measure_speed(report, run, everyone)
     loss0 = everyone[0]
     progress(
         f"loss {loss0['loss_first_window']:.3f} -> {loss0['loss_last_window']:.3f}; "

@@ -305,7 +305,7 @@ class Exclusion:
 
 # Default folder of the validation tools, on each compute node's local disk. Root runs them (the
 # health gate, validate's node suites, its Slurm jobs): they are never installed where another user
-# could write (shared storage, /tmp), see podctl.sitefile.services.
+# could write (shared storage, /tmp), see podctl.sitefile.validation.
 VALIDATION_TOOLS_LOCAL_PATH = "/opt/podctl-validation"
 # The program every root-run check goes through (validation/trusted_exec.py, installed by the
 # validation-tools stage): it refuses an interpreter, module or program another user could have

@@ -1,9 +1,9 @@
 """The site model from data the schema accepted: every section built, every semantic error reported.
 
-Builder is split by subject: NodeSections (profiles, networks, node groups),
-FabricSections (fabrics, IPoIB) and ServiceSections (storage, Slurm, monitoring,
-validation); this module
-holds what both use (host lists) and the order the sections are built in.
+Builder is split by subject, a module each: NodeSections (profiles, networks, node groups),
+FabricSections (fabrics, IPoIB), StorageSection, SlurmSection (with its health gate),
+MonitoringSection and ValidationSection; this module holds what they share (host lists) and the
+order the sections are built in.
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from ..suggest import did_you_mean
 from ..yamlsource import PathKey
 from .diagnostics import Reporter
 from .fabrics import FabricSections
+from .monitoring import MonitoringSection
 from .nodes import NodeSections
-from .services import ServiceSections
+from .slurm import SlurmSection
+from .storage import StorageSection
+from .validation import ValidationSection
 
 
-class Builder(NodeSections, FabricSections, ServiceSections):
+class Builder(NodeSections, FabricSections, StorageSection, SlurmSection, MonitoringSection, ValidationSection):
     def __init__(self, data: dict, report: Reporter) -> None:
         self.data = data
         self.report = report

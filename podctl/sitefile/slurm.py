@@ -1,0 +1,212 @@
+"""Building Slurm: controllers, partitions, its state folder, the releases of its daemons and the health gate."""
+
+from __future__ import annotations
+
+import posixpath
+
+from .. import platforms
+from ..hostlist import fold as fold_hostlist
+from ..model import (
+    FreeSpace,
+    HealthCheck,
+    Partition,
+    Role,
+    Slurm,
+    StorageMount,
+    mounts_shared_by,
+)
+from ..yamlsource import PathKey
+from .values import under
+
+
+class SlurmSection:
+    """The slurm section of Builder (see build.py): it reads the nodes NodeSections built and the storage."""
+
+    def slurm(self, site_name: str, storage: tuple[StorageMount, ...]) -> Slurm | None:
+        s = self.data.get("slurm")
+        if s is None:
+            return None
+        path: PathKey = ("slurm",)
+        controllers = self.slurm_controllers(path, s)
+        slurm = Slurm(
+            cluster_name=s.get("cluster_name", site_name),
+            controllers=controllers,
+            accounting=s.get("accounting", False),
+            partitions=self.slurm_partitions(path, s["partitions"]),
+            gres=s.get("gres", True),
+            select_type=s.get("select_type", "select/cons_tres"),
+            state_save_location=self.slurm_state_location(path, s, controllers, storage),
+            health_check=self.health_check(path + ("health_check",), s.get("health_check", {}), storage),
+            restart_batch=s.get("restart_batch", Slurm.restart_batch),
+        )
+        self.slurm_releases(slurm)
+        self.slurm_select_type(controllers)
+        return slurm
+
+    def slurm_controllers(self, path: PathKey, s: dict) -> tuple[str, ...]:
+        """slurm.controllers, or the nodes with the controller role."""
+        if "controllers" in s:
+            controllers = self.site_hosts(path + ("controllers",), s["controllers"], "")
+        else:
+            controllers = tuple(n.hostname for n in self.nodes if Role.CONTROLLER in n.roles)
+        if not controllers:
+            self.report.error(
+                path,
+                "Slurm needs a controller: no node has the controller role",
+                "give a group the controller role or set slurm.controllers",
+                code="no-controller",
+            )
+        return controllers
+
+    def slurm_partitions(self, path: PathKey, declared: list[dict]) -> tuple[Partition, ...]:
+        """The partitions: each name once, nodes of this site (compute nodes, or a warning), one default at most."""
+        partitions: list[Partition] = []
+        seen: dict[str, int] = {}
+        defaults = []
+        for i, p in enumerate(declared):
+            ppath = path + ("partitions", i)
+            if p["name"] in seen:
+                self.report.error(
+                    ppath + ("name",),
+                    f"partition {p['name']!r} is already declared in partitions[{seen[p['name']]}]",
+                    code="duplicate",
+                )
+            seen.setdefault(p["name"], i)
+            nodes = self.site_hosts(ppath + ("nodes",), p["nodes"], f"partition {p['name']!r} ")
+            not_compute = [h for h in nodes if Role.COMPUTE not in self.by_name[h].roles]
+            if not_compute:
+                self.report.warning(
+                    ppath + ("nodes",),
+                    f"partition {p['name']!r} includes node(s) without the compute role: {fold_hostlist(not_compute)}",
+                    "slurmd runs only on compute nodes",
+                    code="partition",
+                )
+            if p.get("default", False):
+                defaults.append(i)
+            partitions.append(
+                Partition(
+                    name=p["name"],
+                    nodes=nodes,
+                    hostlist=p["nodes"],
+                    default=p.get("default", False),
+                    max_time=p.get("max_time", "UNLIMITED"),
+                )
+            )
+        if len(defaults) > 1:
+            self.report.error(
+                path + ("partitions", defaults[1], "default"),
+                f"more than one default partition (partitions{defaults})",
+                code="partition",
+            )
+        return tuple(partitions)
+
+    def slurm_state_location(
+        self, path: PathKey, s: dict, controllers: tuple[str, ...], storage: tuple[StorageMount, ...]
+    ) -> str:
+        """StateSaveLocation: the controller's local folder, or with several controllers a folder on
+        storage they all mount (failover needs one they all read and write)."""
+        if len(controllers) <= 1:
+            return Slurm.state_save_location
+        shared = mounts_shared_by(storage, controllers)
+        if shared:
+            return posixpath.join(shared[0].mountpoint, "slurm", "state")
+        self.report.error(
+            path + (("controllers",) if "controllers" in s else ()),
+            f"{len(controllers)} Slurm controllers ({fold_hostlist(controllers)}) share no storage: failover "
+            "needs a StateSaveLocation every controller reads and writes",
+            "mount one storage entry on every controller (its clients, or the storage-client role), "
+            "or list one controller",
+            code="slurm-failover",
+        )
+        return Slurm.state_save_location
+
+    def slurm_releases(self, slurm: Slurm) -> None:
+        """Slurm's version rule over the Slurm each node's OS ships (podctl.platforms): a site that
+        mixes releases across its Slurm daemons is refused where the newer or older OS is given."""
+        controllers = slurm.controllers
+        daemons = [platforms.SlurmDaemon(host, "slurmctld", self.by_name[host].platform.slurm) for host in controllers]
+        if slurm.dbd_host is not None:
+            daemons.append(
+                platforms.SlurmDaemon(slurm.dbd_host, "slurmdbd", self.by_name[slurm.dbd_host].platform.slurm)
+            )
+        for node in self.nodes:
+            if Role.COMPUTE in node.roles:
+                daemons.append(platforms.SlurmDaemon(node.hostname, "slurmd", node.platform.slurm))
+            elif Role.LOGIN in node.roles and node.hostname not in controllers:
+                daemons.append(platforms.SlurmDaemon(node.hostname, "commands", node.platform.slurm))
+        problems = platforms.slurm_rule_problems(daemons)
+        if not problems:
+            return
+        # The YAML path: the `os` of the first group whose release differs from the controller's.
+        primary = self.by_name[controllers[0]].platform if controllers else platforms.DEFAULT
+        path: PathKey = ("os",) if "os" in self.data else ("nodes",)
+        for i, g in enumerate(self.data["nodes"]):
+            hosts = [n for n in self.nodes if n.group == g["group"]]
+            if hosts and hosts[0].platform != primary:
+                path = ("nodes", i, "os") if "os" in g else ("os",)
+                break
+        for problem in problems:
+            self.report.error(
+                path,
+                f"Slurm's version rule: {problem}",
+                "give every node that runs Slurm the same os release (each release ships one Slurm: "
+                + ", ".join(f"{p.key} has {p.slurm}" for p in platforms.SUPPORTED)
+                + ")",
+                code="slurm-version",
+            )
+
+    def slurm_select_type(self, controllers: tuple[str, ...]) -> None:
+        """A select plugin the controller's Slurm takes only in part: the slurm role renders what
+        that Slurm takes instead (slurm.conf.j2), and says so here. (The schema offers no
+        select/cons_res, which Slurm 23.11 removed; the role, used on its own, renders cons_tres.)"""
+        select = self.data["slurm"].get("select_type", "select/cons_tres")
+        if not controllers or controllers[0] not in self.by_name:
+            return
+        platform = self.by_name[controllers[0]].platform
+        path: PathKey = ("slurm", "select_type")
+        if select == "select/linear" and platform.slurm >= platforms.SlurmVersion(24, 5):
+            self.report.warning(
+                path,
+                f"Slurm {platform.slurm} ({platform.key}) refuses select/linear with topology/tree: podctl "
+                "renders topology/default, so jobs are placed without regard to the fabric's switches",
+                "use select/cons_tres to keep topology-aware placement",
+                code="slurm-select",
+            )
+
+    def health_check(self, path: PathKey, h: dict, storage: tuple[StorageMount, ...]) -> HealthCheck | None:
+        if not h.get("enabled", True):
+            return None
+        states = tuple(h.get("node_states", ["any"]))
+        if "any" in states and len(states) > 1 and set(states) - {"any", "cycle"}:
+            self.report.error(
+                path + ("node_states",),
+                f"node_states {list(states)}: 'any' already covers every state",
+                "use [any] (optionally with cycle), or list the states without any",
+                code="health-check",
+            )
+        free = []
+        for i, entry in enumerate(h.get("free_space", [{"path": "/tmp", "min_free_gib": 1}])):
+            where = posixpath.normpath(entry["path"])
+            if where in (e.path for e in free):
+                self.report.error(path + ("free_space", i, "path"), f"{where} is listed twice", code="duplicate")
+            mount = next((m for m in storage if under(where, m.mountpoint)), None)
+            if mount is not None:
+                self.report.error(
+                    path + ("free_space", i, "path"),
+                    f"{where} lies on shared storage {mount.name!r} ({mount.mountpoint}): one user filling it "
+                    "would make the gate drain every node that mounts it",
+                    "check free space only on each node's local folders (/tmp, /var/tmp, a local scratch); "
+                    "watch shared storage with its own monitoring",
+                    code="health-check",
+                )
+            free.append(FreeSpace(where, float(entry["min_free_gib"])))
+        return HealthCheck(
+            interval_s=h.get("interval", 300),
+            node_states=states,
+            timeout_s=h.get("timeout", 10),
+            prolog=h.get("prolog", False),
+            mount_timeout_s=float(h.get("mount_timeout", 3)),
+            min_free_memory_gib=float(h.get("min_free_memory_gib", 1)),
+            free_space=tuple(free),
+            services=tuple(h.get("services", ())),
+        )

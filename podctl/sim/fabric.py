@@ -41,7 +41,7 @@ from ..facts import cached_plan, hca_names
 from ..fsio import atomic_write
 from ..ibfabric import emulated
 from ..ibfabric.ibsim import IbsimError, SimulatedFabric, guard, set_link_rate, swap_cables
-from ..ibfabric.ibsim.fabric import tool_path
+from ..ibfabric.ibsim.process import tool_path
 from .errors import SimError
 from .podman import Podman, container_name
 

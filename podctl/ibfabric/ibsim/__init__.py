@@ -4,8 +4,9 @@
   0.10), and the limits a network file needs;
 - `network`: the network file, from a plan, with faults cabled in (cables swapped, a link that
   trains below its width or speed);
-- `fabric`: `SimulatedFabric`, ibsim started on a network file, its console (cables pulled,
-  counters raised) and the diagnostic tools run against it;
+- `fabric`: `SimulatedFabric`, ibsim started on a network file, attached to and stopped, with
+  its console (`console`: cables pulled, counters raised) and the diagnostic tools run against it
+  (`tools`); `process`: how its processes are started and waited on;
 - `opensm`: OpenSM routing it once, or a subnet manager that stays (master or standby), and
   which routing engine really routed;
 - `guard`: ibsim with no authority (an account of its own, no capabilities) and, for a sim pod,
@@ -14,10 +15,11 @@
 docs/fabric.md says what ibsim can and cannot do (its sockets, remote mode, two SMs).
 """
 
-from .fabric import SimulatedFabric, ToolRun
+from .fabric import SimulatedFabric
 from .install import IbsimError, Install, Limits, find_install, network_limits
 from .network import network_from_plan, node_ids, set_link_rate, swap_cables
 from .opensm import RoutingRun, SubnetManager, route, start_sm
+from .tools import ToolRun
 
 __all__ = [
     "IbsimError",

@@ -35,105 +35,31 @@ otherwise run out.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from . import guard
-from .install import IbsimError, Install, find_install, need_tools, network_limits
-from .network import node_id, node_ids
+from .console import FabricConsole
+from .install import IbsimError, Install, find_install, network_limits
+from .process import pid_alive, spawn, tail, tool_path, wait_for
+from .tools import CLIENT_VARIABLES, FabricTools
 
 STATE_FILE = "ibsim.json"
 READY = "Network simulator ready"
-MAX_CONSOLE_LINE = 120  # ibsim reads a console line into 128 bytes
-_POLL_S = 0.02
-_CLIENT_VARIABLES = ("LD_PRELOAD", "IBSIM_SOCKNAME", "IBSIM_SERVER_NAME", "IBSIM_SERVER_PORT", "SIM_HOST")
-_TOOL_DIRS = ("/usr/sbin", "/sbin", "/usr/bin")
-
-
-def _die_with(parent: int) -> Callable[[], None]:
-    def arm() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent ended before the signal was armed
-            os._exit(1)
-
-    return arm
-
-
-def spawn(argv: Sequence[str], env: Mapping[str, str], keep_running: bool, **kwargs: object) -> subprocess.Popen:
-    """A child process that ends with this one, or (`keep_running`) one in a session of its own."""
-    if keep_running:
-        return subprocess.Popen(argv, env=dict(env), start_new_session=True, **kwargs)  # type: ignore[call-overload]
-    return subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with(os.getpid()), **kwargs)  # type: ignore[call-overload]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, alive: Callable[[], str | None]) -> None:
-    """Return once `condition()` holds; IbsimError when `alive()` says why the process it waits on
-    ended, or when `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        gone = alive()
-        if gone is not None:
-            raise IbsimError(f"{what}: {gone}")
-        if time.monotonic() > deadline:
-            raise IbsimError(f"{what}: not within {timeout:g} s")
-        time.sleep(_POLL_S)
-
-
-def tool_path(name: str) -> str:
-    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(_TOOL_DIRS))
-    if found is None:
-        need_tools(name)
-    return found or name
-
-
-def tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (ended, not yet reaped by its parent) no longer serves anyone.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-@dataclass(frozen=True)
-class ToolRun:
-    argv: tuple[str, ...]
-    stdout: str
-    stderr: str
-    returncode: int
-    seconds: float
 
 
 class _Stoppable(Protocol):
     def stop(self, timeout: float = ...) -> None: ...
 
 
-class SimulatedFabric:
+class SimulatedFabric(FabricConsole, FabricTools):
     def __init__(self, workdir: Path, state: Mapping[str, object], process: subprocess.Popen | None = None) -> None:
         self.workdir = workdir
         self.state = dict(state)
@@ -204,11 +130,50 @@ class SimulatedFabric:
             remote_port = guard.SERVER_PORT if remote_port is None else remote_port
             # Before ibsim binds its ports: there is no moment when anyone else may reach them.
             guard.load_rules(tool_path("nsenter"), tool_path("nft"), netns_pid, remote_port)
+        state = cls._launch(workdir, network, install, sockname, remote_port, keep_running, netns_pid)
+        state["root_only"] = root_only
+        process = state.pop("process")
+        (workdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+        fabric = cls(workdir, state, process)
+        try:
+            wait_for(
+                lambda: READY in fabric.console_text(),
+                timeout,
+                f"{install.describe()} on {fabric_net}",
+                fabric._ended,
+            )
+        except IbsimError:
+            fabric.stop()
+            raise
+        unparsed = sum(
+            "cannot parse" in line for line in (workdir / "ibsim.log").read_text(errors="replace").splitlines()
+        )
+        if unparsed:
+            fabric.warnings.append(
+                f"{install.describe()} could not read the width or speed of {unparsed} port line(s) of the network "
+                "file; those links come up at its defaults"
+            )
+        return fabric
+
+    @staticmethod
+    def _launch(
+        workdir: Path,
+        network: str,
+        install: Install,
+        sockname: str,
+        remote_port: int | None,
+        keep_running: bool,
+        netns_pid: int | None,
+    ) -> dict[str, object]:
+        """ibsim started on the work folder's network file, reading commands from its console: the
+        state `ibsim.json` keeps, with the started process under "process"."""
+        fabric_net = workdir / "network.net"
+        console = workdir / "console"
         # nsenter enters the namespace (as root), setpriv drops every authority, and ibsim is exec'd:
         # the pid is ibsim's, its cmdline ibsim's argv.
         prefix = [tool_path("nsenter"), "-t", str(int(netns_pid)), "-n", "--"] if netns_pid is not None else []
         prefix += guard.unprivileged(tool_path("setpriv"), keep_running)
-        env = {k: v for k, v in os.environ.items() if k not in _CLIENT_VARIABLES}
+        env = {k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES}
         env["IBSIM_SOCKNAME"] = sockname
         # ibsim may not read the work folder: it opens the network file again through this
         # descriptor (/dev/fd/N checks the file's own mode, not the folders above it).
@@ -235,39 +200,18 @@ class SimulatedFabric:
         finally:
             os.close(console_fd)
             os.close(network_fd)
-        state = {
+        return {
+            "process": process,
             "pid": process.pid,
             "argv": argv,
             "network_fd": network_fd,
             "sockname": sockname,
             "remote_port": remote_port,
-            "root_only": root_only,
             "netns_pid": netns_pid,
             "ibsim": install.ibsim,
             "umad2sim": install.umad2sim,
             "version": list(install.version),
         }
-        (workdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-        fabric = cls(workdir, state, process)
-        try:
-            wait_for(
-                lambda: READY in fabric.console_text(),
-                timeout,
-                f"{install.describe()} on {fabric_net}",
-                fabric._ended,
-            )
-        except IbsimError:
-            fabric.stop()
-            raise
-        unparsed = sum(
-            "cannot parse" in line for line in (workdir / "ibsim.log").read_text(errors="replace").splitlines()
-        )
-        if unparsed:
-            fabric.warnings.append(
-                f"{install.describe()} could not read the width or speed of {unparsed} port line(s) of the network "
-                "file; those links come up at its defaults"
-            )
-        return fabric
 
     @classmethod
     def _running_state(cls, workdir: Path) -> dict[str, object] | None:
@@ -337,150 +281,3 @@ class SimulatedFabric:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    # -- the console ----------------------------------------------------------------------------
-
-    def console_text(self) -> str:
-        try:
-            return (self.workdir / "console.log").read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def console(self, command: str, timeout: float = 30.0) -> str:
-        """Run one console command; what ibsim answered (prompts left out). IbsimError when ibsim
-        refused it (its answers to a bad command start with `#`, or say `unknown`)."""
-        if "\n" in command or "\r" in command or len(command) > MAX_CONSOLE_LINE:
-            raise IbsimError(f"not one console line of at most {MAX_CONSOLE_LINE} characters: {command[:80]!r}")
-        marker = f"# podctl {uuid.uuid4().hex}"
-        log = self.workdir / "console.log"
-        start = log.stat().st_size
-        try:
-            fd = os.open(self.workdir / "console", os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            raise IbsimError(f"{self.workdir}/console: cannot write to ibsim's console ({exc.strerror})") from None
-        try:
-            os.write(fd, f"{command}\n{marker}\n".encode())  # under PIPE_BUF: one write, never interleaved
-        finally:
-            os.close(fd)
-
-        def answered() -> bool:
-            with open(log, "rb") as handle:
-                handle.seek(start)
-                return marker.encode() in handle.read()
-
-        wait_for(answered, timeout, f"ibsim's console, {command!r}", self._ended)
-        with open(log, "rb") as handle:
-            handle.seek(start)
-            text = handle.read().decode(errors="replace")
-        answer = text[: text.index(marker)].replace("sim> ", "").strip()
-        refused = [line for line in answer.splitlines() if line.startswith("#") or "unknown - skipped" in line]
-        if refused:
-            raise IbsimError(f"ibsim refused {command!r}: {' '.join(refused)}")
-        return answer
-
-    def node_id(self, device: str) -> str:
-        """ibsim's id of a device of the network file, by its description."""
-        if self._ids is None:
-            self._ids = node_ids(self.network_path.read_text())
-        return node_id(self._ids, device)
-
-    def unplug(self, device: str, port: int) -> None:
-        """Pull the cable at a port: both ends go Down, as if it were unplugged."""
-        self.console(f'Unlink "{self.node_id(device)}"[{port}]')
-
-    def replug(self, device: str, port: int) -> None:
-        """Plug the cable pulled at a port back in."""
-        self.console(f'ReLink "{self.node_id(device)}"[{port}]')
-
-    def set_counter(self, device: str, port: int, counter: str, value: int, attribute: str = "PortCounters") -> None:
-        """Set a port counter, as a port that counts errors would (e.g. SymbolErrorCounter)."""
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,63}", counter) or not re.fullmatch(r"[A-Za-z]{1,64}", attribute):
-            raise IbsimError(f"not a counter name: {attribute}.{counter}")
-        self.console(f'PerformanceSet "{self.node_id(device)}"[{port}] {attribute}.{counter}={int(value)}')
-
-    def attached(self) -> list[tuple[int, int]]:
-        """(client slot, pid) of every client attached now (`Attached`); in remote mode the pid is the client's port."""
-        found = re.findall(r"Client (\d+): pid (\d+)", self.console("Attached"))
-        return [(int(slot), int(pid)) for slot, pid in found]
-
-    def release(self, pid: int) -> None:
-        """Disconnect a client that ended without saying so (a tool killed at its deadline)."""
-        for slot, client in self.attached():
-            if client == pid:
-                self.console(f"X {slot}")
-
-    # -- clients --------------------------------------------------------------------------------
-
-    def client_variables(self, server: str = "127.0.0.1") -> dict[str, str]:
-        """What a client needs in its environment to reach this fabric (besides SIM_HOST): in remote
-        mode the server's address as the client sees it."""
-        variables = {"LD_PRELOAD": self.install.umad2sim}
-        if self.remote_port is not None:
-            variables |= {"IBSIM_SERVER_NAME": server, "IBSIM_SERVER_PORT": str(self.remote_port)}
-        else:
-            variables["IBSIM_SOCKNAME"] = str(self.state["sockname"])
-        return variables
-
-    def client_env(self, sim_host: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _CLIENT_VARIABLES}
-        env |= self.client_variables()
-        if sim_host:
-            env["SIM_HOST"] = sim_host
-        return env | dict(extra or {})
-
-    def run_tool(self, argv: Sequence[str], timeout: float = 300.0, sim_host: str | None = None) -> ToolRun:
-        """One tool of infiniband-diags (or any libibumad client), run to its end against this fabric."""
-        if self._ended() is not None:
-            raise IbsimError(f"cannot run {argv[0]}: {self._ended()}")
-        full = [tool_path(argv[0]), *argv[1:]]
-        started = time.monotonic()
-        process = spawn(
-            full,
-            self.client_env(sim_host),
-            False,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.workdir,
-        )
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            self.release(process.pid)
-            raise IbsimError(f"{' '.join(argv)} did not end within {timeout:g} s against {self.workdir}") from None
-        return ToolRun(tuple(argv), out, err, process.returncode, time.monotonic() - started)
-
-    def output(self, argv: Sequence[str], timeout: float = 300.0, ok: Callable[[ToolRun], bool] | None = None) -> str:
-        """A tool's standard output, as it printed it; IbsimError when it failed."""
-        run = self.run_tool(argv, timeout)
-        if not (ok(run) if ok else run.returncode == 0):
-            raise IbsimError(f"{' '.join(argv)} failed (exit {run.returncode}): {run.stderr.strip()[-400:]}")
-        return run.stdout
-
-    def ibnetdiscover(self) -> str:
-        return self.output(["ibnetdiscover"])
-
-    def iblinkinfo(self, one_line: bool = False) -> str:
-        """iblinkinfo; `one_line` (-l): each port's line names both ends by GUID and description."""
-        return self.output(["iblinkinfo", "-l"] if one_line else ["iblinkinfo"])
-
-    def dump_lfts(self) -> str:
-        """rdma-core's dump_lfts(.sh) script: dump_fts, then the deprecation warning it appends."""
-        name = "dump_lfts.sh" if shutil.which("dump_lfts.sh") else "dump_lfts"
-        return self.output([name])
-
-    def dump_fts(self) -> str:
-        return self.output(["dump_fts"])
-
-    def ibqueryerrors(self, skip_sl: bool = True) -> str:
-        """ibqueryerrors; `skip_sl` when no SM answers SA queries (after `route`, whose OpenSM has exited)."""
-        return self.output(
-            ["ibqueryerrors", "--skip-sl"] if skip_sl else ["ibqueryerrors"],
-            ok=lambda run: run.returncode == 0 or "## Summary" in run.stdout,
-        )
-
-    def perfquery(self, lid: int, port: int, extended: bool = False) -> str:
-        return self.output(["perfquery", *(["-x"] if extended else []), str(int(lid)), str(int(port))])

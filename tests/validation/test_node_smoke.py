@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from validation.checkpoint import REPLICA_RTOL, _differences, checkpoint_findings
 from validation.gpt import GPT, PRESETS, GPTConfig, flops_per_token, parameter_count, synthetic_batch
 from validation.result import Report
-from validation.smoke import REPLICA_RTOL, _differences, checkpoint_findings, loss_spikes
+from validation.smoke import loss_spikes
 
 
 def test_944m_preset_size_and_flops() -> None:

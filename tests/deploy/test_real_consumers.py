@@ -129,13 +129,26 @@ runuser -u munge -- munged --key-file=/run/munge/munge.key --force
 # state files once; they are no complaint about the configuration).
 slurmctld -D -c > /var/log/slurm/slurmctld.out 2>&1 &
 daemons=$!
-sleep 4
+# Waited for, never longer than a fixed wait of 4 s and 6 s would: slurmctld ready (its log says it
+# runs as the primary controller; no RPC, which a controller still starting would log as a broken
+# conversation), then the node registered. A site with a backup controller keeps slurmctld busy
+# with it here (every host is this sandbox) and takes the whole 4 s.
+until_for() {
+    deadline=$(($(date +%s) + $1))
+    shift
+    until "$@" || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.2; done
+}
+primary() { grep -qs "Running as primary controller" /var/log/slurm/slurmctld.log /var/log/slurm/slurmctld.out; }
+registered() { scontrol show node "$NODE" 2>/dev/null | grep -q "State=IDLE"; }
+until_for 4 primary
 if [ -n "$NODE" ]; then
     slurmd -D -N "$NODE" > /var/log/slurm/slurmd.out 2>&1 &
     daemons="$daemons $!"
-    sleep 6
+    until_for 6 registered
     scontrol show node "$NODE" > "$WORK/node.txt" 2>&1 || true
 fi
+# Up a little longer: what a daemon logs soon after it is ready (a node's first registration
+# judged by slurmctld) is judged too.
 sleep 2
 # What the daemons logged while up is judged, not what they say on their way down (24.11's
 # slurmctld: "agent_fini: left 6 agent threads active").

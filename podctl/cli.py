@@ -14,24 +14,8 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EXIT_ERRORS, EXIT_INTERNAL, EXIT_OK, EXIT_WARNINGS, PodctlError
-
-# What each optional part of podctl needs (pyproject.toml's extras), by top-level module: a command
-# that reaches one of them on a podctl installed without it says which extra to install.
-EXTRA_OF_MODULE = {
-    "paramiko": "deploy",
-    "fabric": "deploy",
-    "invoke": "deploy",
-    "ansible": "deploy",
-    "ansible_runner": "deploy",
-    "testinfra": "deploy",
-    "pytest": "deploy",
-    "torch": "validation",
-    "numpy": "validation",
-    "pynvml": "validation",
-}
-
-SITE_ARG = click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+from .cliopts import CommandGroup, site_argument, verbose_option
+from .errors import EXIT_ERRORS, EXIT_OK, EXIT_WARNINGS
 
 
 def _console(stderr: bool = False):
@@ -40,7 +24,7 @@ def _console(stderr: bool = False):
     return make_console(stderr=stderr, soft_wrap=True)
 
 
-class _Main(click.Group):
+class _Main(CommandGroup):
     # Subcommand groups that live in their own packages are imported only when used,
     # so that `podctl check` does not pay for the sim's or the deployer's imports.
     lazy_commands = {
@@ -63,49 +47,12 @@ class _Main(click.Group):
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, name)
 
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except PodctlError as exc:
-            if ctx.obj and ctx.obj.get("verbose"):
-                raise
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            ctx.exit(130)
-        except ModuleNotFoundError as exc:
-            extra = EXTRA_OF_MODULE.get((exc.name or "").split(".")[0])
-            if extra is None or (ctx.obj and ctx.obj.get("verbose")):
-                raise
-            command = ctx.invoked_subcommand or "this command"
-            click.echo(
-                f"error: podctl {command} needs {exc.name}, which podctl installed without extras lacks: "
-                f"pip install 'podctl[{extra}]'",
-                err=True,
-            )
-            ctx.exit(EXIT_ERRORS)
-        except (click.exceptions.Exit, click.ClickException, SystemExit):
-            raise
-        except Exception as exc:  # a bug in podctl, not the user's doing
-            if ctx.obj and ctx.obj.get("verbose"):
-                raise
-            click.echo(
-                f"internal error: {type(exc).__name__}: {exc}\n"
-                "this is a bug in podctl; run again with -v for the traceback and report it",
-                err=True,
-            )
-            ctx.exit(EXIT_INTERNAL)
-
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="podctl")
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for errors.")
-@click.pass_context
-def main(ctx: click.Context, verbose: bool) -> None:
+@verbose_option
+def main() -> None:
     """Describe a GPU pod once, deploy it, and certify it with measurements."""
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
 
 
 def _load(site_file: Path):
@@ -115,7 +62,7 @@ def _load(site_file: Path):
 
 
 @main.command()
-@SITE_ARG
+@site_argument
 @click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check(site_file: Path, strict: bool, output: str) -> None:
@@ -152,7 +99,7 @@ def check(site_file: Path, strict: bool, output: str) -> None:
 
 
 @main.command()
-@SITE_ARG
+@site_argument
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(site_file: Path, output: str) -> None:
     """Summarize what the site declares and what podctl derives from it."""
@@ -167,7 +114,7 @@ def plan(site_file: Path, output: str) -> None:
 
 
 @main.command()
-@SITE_ARG
+@site_argument
 @click.option(
     "-o",
     "--output-dir",

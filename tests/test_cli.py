@@ -179,3 +179,24 @@ def test_reference_examples_are_what_init_writes(example: str, args: list[str]) 
     code, text = run("init", *args, "--schema-ref", "../../podctl/schema/site.schema.json")
     assert code == 0
     assert text == path.read_text(), f"regenerate {example} with podctl init"
+
+
+def test_the_sim_on_its_own_reports_errors_as_every_podctl_command_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `python -m podctl.sim` and `podctl sim`: one error path (podctl.cliopts.CommandGroup), whose -v
+    # the sim's PODCTL_DEBUG switches on too.
+    from podctl.sim import cli as sim_cli
+    from podctl.sim.errors import SimError
+
+    def no_podman(command: str) -> None:
+        raise SimError("podman is not installed; install podman 4.4 or later")
+
+    monkeypatch.setattr(sim_cli, "_podman", no_podman)
+    monkeypatch.delenv("PODCTL_DEBUG", raising=False)
+    for group, args in ((sim_cli.standalone, ["status"]), (main, ["sim", "status"])):
+        result = CliRunner().invoke(group, args)
+        assert result.exit_code == 2 and "error: podman is not installed; install podman" in result.output
+        assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    for args, env in ((["-v", "status"], {}), (["status"], {"PODCTL_DEBUG": "1"})):
+        result = CliRunner().invoke(sim_cli.standalone, args, env=env)
+        assert isinstance(result.exception, SimError), (args, env, result.output)
+    assert isinstance(CliRunner().invoke(main, ["-v", "sim", "status"]).exception, SimError)

@@ -73,8 +73,6 @@ OVER_BUDGET = {
     "errors, clear) and the refusals between them, each with its message",
     "podctl/sitefile/fabrics.py:FabricSections.fabrics": "one site-file section read field by field, each field's "
     "check and error where the field is read (the strict model's order)",
-    "podctl/validate/pod.py:validate_pod": "the run of a pod's validation, suite by suite; to become certify_site "
-    "(issue 48, item 1)",
     "validation/burnin.py:gpu_burnin": "a GPU burn-in's one timed loop over every device, its warm-up and its "
     "checks, whose timings must not be broken across calls",
     "validation/collectives.py:worker": "one rank of the collectives test: its sizes, warm-up and timed loop in "

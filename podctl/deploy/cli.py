@@ -22,7 +22,7 @@ from rich.text import Text
 
 from .. import assets, state
 from ..ansible import ansible_settings, refuse_templates, stdout_tail
-from ..cliopts import mitogen_option, vault_options
+from ..cliopts import mitogen_option, private_key_option, site_argument, vault_options
 from ..console import make_console, piped_width, styled
 from ..converged import Verdicts
 from ..hostlist import fold as fold_hostlist
@@ -204,7 +204,7 @@ def print_result(result: DeployResult, console: Console) -> None:
 
 
 @click.command("deploy")
-@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@site_argument
 @click.option("--only", "only", metavar="STAGES", help=f"Run only these stages (comma-separated: {','.join(STAGES)}).")
 @click.option("--skip", "skip", metavar="STAGES", help="Run every stage but these.")
 @click.option(
@@ -234,12 +234,7 @@ def print_result(result: DeployResult, console: Console) -> None:
     is_flag=True,
     help="Run with Ansible's defaults (5 forks, no pipelining, no SSH multiplexing, no fact cache).",
 )
-@click.option(
-    "--private-key",
-    "private_key",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="SSH key for root on the nodes (default for a sim pod: the key `podctl sim up` made).",
-)
+@private_key_option
 @click.option(
     "--playbooks-dir",
     "playbooks_dir",

@@ -4,30 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 from rich.table import Table
 
-from .. import __version__
+from ..cliopts import load_site_and_key, private_key_option, report_option, site_argument
 from ..console import make_console, styled
-
-SITE_ARG = click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
-KEY_OPT = click.option(
-    "--private-key",
-    "private_key",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="SSH key for root on the nodes (default for a sim pod: the key `podctl sim up` made).",
-)
-
-
-def _site_and_key(site_file: Path, private_key: Path | None):
-    from ..site import load_site
-    from ..state import private_key_for
-
-    site = load_site(site_file)
-    return site, private_key_for(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")
 
 
 @click.group()
@@ -36,14 +19,12 @@ def nodes() -> None:
 
 
 @nodes.command()
-@SITE_ARG
+@site_argument
 @click.argument("hostlist", metavar="HOSTLIST")
 @click.option("--any-reason", is_flag=True, help="Also recheck nodes a person drained (a reason podctl did not write).")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@KEY_OPT
-def recheck(
-    site_file: Path, hostlist: str, any_reason: bool, report_dir: Path | None, private_key: Path | None
-) -> None:
+@report_option("recheck")
+@private_key_option
+def recheck(site_file: Path, hostlist: str, any_reason: bool, report_dir: Path, private_key: Path | None) -> None:
     """Re-run the node suites on drained nodes of HOSTLIST; resume those that pass.
 
     Each node runs the health gate, then (inside a maintenance reservation that also holds
@@ -52,33 +33,23 @@ def recheck(
     reason. Exit 0 when every node rechecked was resumed, 1 otherwise, 2 on a usage error.
     """
     from ..hostlist import HostlistError, expand
-    from ..remote import site_nodes
-    from ..validate.cli import print_summary
-    from ..validate.ledger import record_certifications
-    from ..validate.local import scratch_dir
-    from ..validate.report import write_report
+    from ..validate.report import print_summary, report_folder
     from .recheck import recheck as run_recheck
 
     try:
         hosts = expand(hostlist)
     except HostlistError as exc:
         raise click.BadParameter(str(exc), param_hint="HOSTLIST") from None
-    site, key = _site_and_key(site_file, private_key)
-    started = datetime.now(UTC)
-    report_dir = report_dir or Path("reports") / f"{started:%Y%m%dT%H%M%SZ}-recheck"
+    site, key = load_site_and_key(site_file, private_key)
+    report_folder(report_dir)  # a folder that cannot take the report stops the recheck before any node is touched
     console = make_console(stderr=True)
-    result = run_recheck(site, hosts, key, any_reason, "quick", scratch_dir(report_dir), lambda m: console.print(m))
+    result = run_recheck(site, hosts, key, any_reason, "quick", report_dir, lambda m: console.print(m))
     out = make_console()
     for host, why in sorted(result.skipped.items()):
         out.print(styled((f"{host}: ", "bold"), f"skipped: {why}"))
     if result.validation is not None:
-        v = result.validation
-        paths = write_report(report_dir, v.cert, v.runs, {**v.meta, "podctl": __version__, "mode": "recheck"})
-        print_summary(out, v.cert)
-        record_certifications(
-            site_nodes(site, key), v.cert, v.meta["hosts"], paths["html"].resolve(), v.meta["suites"], __version__
-        )
-        click.echo(f"report: {paths['html'].resolve()}")
+        print_summary(out, result.validation.cert)
+        click.echo(f"report: {result.validation.reports['html'].resolve()}")
     for host in sorted(result.resumed):
         out.print(styled((f"{host}: ", "bold"), ("resumed", "green")))
     for host, why in sorted(result.still_drained.items()):
@@ -89,15 +60,15 @@ def recheck(
 
 
 @click.command()
-@SITE_ARG
+@site_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@KEY_OPT
+@private_key_option
 def status(site_file: Path, as_json: bool, private_key: Path | None) -> None:
     """The pod at a glance: Slurm state and drain reason, last health result and last
     certification of each compute node, and the alerts firing in Prometheus."""
     from .status import age, iso_age, pod_status
 
-    site, key = _site_and_key(site_file, private_key)
+    site, key = load_site_and_key(site_file, private_key)
     pod = pod_status(site, key)
     if as_json:
         click.echo(json.dumps(pod.to_dict(), indent=1, sort_keys=True))

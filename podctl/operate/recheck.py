@@ -3,7 +3,8 @@
     drained nodes -> the health gate on each (no Slurm)
                   -> a maintenance reservation over them and idle known-good partners
                   -> resume them inside it (no user job can land: the reservation is root's)
-                  -> validate_pod on them alone: health, burn-in, intra-node and paired collectives
+                  -> certify_site on them alone: health, burn-in, intra-node and paired collectives,
+                     the report and each node's record of its certification
                   -> pass: stay resumed; fail: drained again with the new reason
                   -> the reservation deleted, whatever happened
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +24,12 @@ from ..hostlist import fold as fold_hostlist
 from ..model import Role, Site
 from ..nodehealth import GATE_PROGRAM
 from ..remote import Nodes, command_line, site_nodes
+from ..validate.certify import SiteCertification, certify_site
 from ..validate.local import ValidationError
-from ..validate.pod import PodValidation, pick_partners, validate_pod
+from ..validate.pod import pick_partners
+from ..validate.request import Progress, ValidateRequest
 from ..validate.slurm import NodeState, SlurmError, SlurmJobs
 
-Progress = Callable[[str], None]
 # A recheck's maintenance reservation; long enough for a quick burn-in and the paired collectives.
 RESERVATION_MINUTES = 120
 SUITES = ("health", "burnin", "collectives")
@@ -40,7 +41,7 @@ class Recheck:
     still_drained: dict[str, str] = field(default_factory=dict)  # host -> the new reason
     skipped: dict[str, str] = field(default_factory=dict)  # host -> why it was not rechecked
     problems: list[str] = field(default_factory=list)  # Slurm calls that failed
-    validation: PodValidation | None = None
+    validation: SiteCertification | None = None  # None: none ran (no node to test, or no reservation)
 
 
 def _gate(nodes: Nodes, hosts: list[str]) -> dict[str, list[str]]:
@@ -69,7 +70,7 @@ def recheck(
     private_key: Path | None,
     any_reason: bool,
     burnin: str,
-    workdir: Path,
+    report_dir: Path,
     progress: Progress,
 ) -> Recheck:
     if site.slurm is None:
@@ -95,7 +96,7 @@ def recheck(
     candidates = [h for h in candidates if h not in out.still_drained]
     try:
         if candidates:
-            _validate_in_reservation(site, slurm, states, candidates, private_key, burnin, workdir, progress, out)
+            _validate_in_reservation(site, slurm, states, candidates, private_key, burnin, report_dir, progress, out)
     finally:
         # Also after an interruption: every node not proven leaves drained, with the newest reason.
         for host, why in out.still_drained.items():
@@ -127,7 +128,7 @@ def _validate_in_reservation(
     candidates: list[str],
     private_key: Path | None,
     burnin: str,
-    workdir: Path,
+    report_dir: Path,
     progress: Progress,
     out: Recheck,
 ) -> None:
@@ -158,19 +159,18 @@ def _validate_in_reservation(
             problem = slurm.scontrol("update", f"NodeName={host}", "State=RESUME")
             if problem:
                 out.problems.append(f"could not resume {host}: {problem}")
-        result = validate_pod(
-            site,
-            SUITES,
-            burnin,
-            workdir,
-            private_key,
-            False,
-            [],
-            progress,
-            tuple(candidates),
-            name,
-            partners,
+        request = ValidateRequest(
+            site=site,
+            private_key=private_key,
+            suites=SUITES,
+            report_dir=report_dir,
+            burnin=burnin,
+            only=tuple(candidates),
+            reservation=name,
+            partner_pool=partners,
+            mode="recheck",
         )
+        result = certify_site(request, progress)
         out.validation = result
         for host in candidates:
             failures = result.cert.failures.get(host)

@@ -1,13 +1,13 @@
 """`podctl sim ...`: a simulated pod of systemd containers on this machine.
 
 The main CLI mounts `sim`; `python -m podctl.sim` runs it on its own.
-Errors are SimError (a PodctlError): the main CLI prints the message and
-exits with its exit code (2), without a traceback.
+Errors are SimError (a PodctlError): either way the message is printed and the
+exit code (2) returned as for every podctl command (podctl.cliopts.CommandGroup), with a
+traceback only under -v (or PODCTL_DEBUG=1).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import platforms, state
+from ..cliopts import CommandGroup, verbose_option
 from ..console import make_console, styled
 from ..hostlist import HostlistError, expand
 from ..ibfabric.ibsim import guard
@@ -415,23 +416,15 @@ def fault_cmd(
         err_console.print(f"{container.node}: {'; '.join(done)}")
 
 
-def main() -> None:
-    """Run the sim group on its own, printing errors the way the main CLI does."""
-    from podctl.errors import PodctlError
+class _Alone(CommandGroup):
+    program = "podctl sim"
 
-    try:
-        rv = sim.main(prog_name="podctl sim", standalone_mode=False)
-        sys.exit(rv if isinstance(rv, int) else 0)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
-    except PodctlError as exc:
-        if os.environ.get("PODCTL_DEBUG"):
-            raise
-        err_console.print(f"error: {exc}")
-        sys.exit(exc.exit_code)
+
+# `python -m podctl.sim`: the sim's commands without the main CLI, their errors reported the way
+# the main CLI reports every command's (podctl.cliopts.CommandGroup), -v for a traceback.
+standalone = verbose_option(_Alone("sim", commands=sim.commands, help=sim.help))
+
+
+def main() -> None:
+    """`python -m podctl.sim`."""
+    standalone.main(prog_name="podctl sim")

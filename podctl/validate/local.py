@@ -2,7 +2,7 @@
 
 Runs the node-side checks (validation/) as subprocesses of the Python that
 has torch, one process per local GPU for the distributed ones, and collects
-their JSON envelopes as CheckRuns for the judge.
+their JSON envelopes as CheckRuns for the judge (certify_local).
 """
 
 from __future__ import annotations
@@ -17,14 +17,19 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from .. import __version__
 from ..assets import validation_package
 from ..errors import PodctlError
 from ..model import Profile
 from ..nodehealth import health_argv
 from .envelope import broken_envelope, parse_envelope
-from .judge import CheckRun
+from .figures import suite_of
+from .judge import Certification, CheckRun, effective_reference, judge
+from .request import LocalRequest
 
 BURNIN_PROFILES = ("quick", "long")
 
@@ -96,12 +101,11 @@ def plan_local(
     return checks
 
 
-def run_local(
-    checks: list[LocalCheck],
-    python: str,
-    workdir: Path,
-    on_event: Callable[[str, LocalCheck, CheckRun | None, float], None],
-) -> list[CheckRun]:
+# What run_local says of each check: ("start", check, None, 0.0), then ("done", check, its run, seconds).
+OnEvent = Callable[[str, LocalCheck, CheckRun | None, float], None]
+
+
+def run_local(checks: list[LocalCheck], python: str, workdir: Path, on_event: OnEvent) -> list[CheckRun]:
     root = validation_root()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -149,3 +153,47 @@ def scratch_dir(report_dir: Path) -> Path:
     from .report import report_folder
 
     return Path(tempfile.mkdtemp(prefix="run-", dir=report_folder(report_dir).folder("raw")))
+
+
+@dataclass(frozen=True)
+class LocalCertification:
+    """What certify_local judged and wrote."""
+
+    cert: Certification
+    runs: list[CheckRun]
+    meta: dict[str, Any]  # as report.json holds it
+    reports: dict[str, Path]  # json, junit, html -> the file written
+
+
+def certify_local(request: LocalRequest, on_event: OnEvent) -> LocalCertification:
+    """Run the request's suites on this host, judge them against its profile's reference, and write
+    the report into request.report_dir."""
+    from ..site import builtin_profiles
+    from .report import write_report
+
+    profiles = builtin_profiles()
+    if request.profile not in profiles:
+        raise ValidationError(f"unknown profile {request.profile!r}; built-in profiles: {', '.join(sorted(profiles))}")
+    profile = profiles[request.profile]
+    started = datetime.now(UTC)
+    workdir = scratch_dir(request.report_dir)
+    checks = plan_local(profile, request.suites, request.burnin, request.gpus, request.nccl_tests)
+    t0 = time.monotonic()
+    runs = run_local(checks, request.python or default_python(), workdir, on_event)
+    host = socket.gethostname()
+    rows = effective_reference(profile, {})
+    wanted = {suite_of(r.figure) for r in rows}
+    rows = [r for r in rows if suite_of(r.figure) in request.suites]
+    cert = judge(f"{host} ({profile.name})", {host: rows}, runs)
+    meta = {
+        "started": started.isoformat(timespec="seconds"),
+        "podctl": __version__,
+        "suites": list(request.suites),
+        "profile": profile.name,
+        "mode": "local",
+        "burnin": request.burnin,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "skipped_suites": sorted(s for s in wanted - set(request.suites) if s),
+    }
+    paths = write_report(request.report_dir, cert, runs, meta)
+    return LocalCertification(cert, runs, meta, paths)

@@ -1,9 +1,9 @@
-"""`podctl validate SITE`: certify a deployed pod, suite by suite.
+"""The pieces of a pod's certification, which podctl.validate.certify runs in order:
 
-    site model -> rendered inventory -> conformance (testinfra)
+    site model -> the compute nodes under test (target), their partners under --nodes
                -> per-node checks over SSH, all nodes at once (health, burnin, intra-node collectives)
                -> multi-node checks as Slurm jobs (collectives with fault localization, smoke)
-               -> CheckRuns -> judge against each node's profile -> report
+               -> CheckRuns -> judged against each node's profile (reference_rows) -> drained if asked
 
 The node-side programs are the `validation` package that the deploy stage
 `validation-tools` installed with torch into a virtualenv on the nodes.
@@ -12,34 +12,25 @@ The node-side programs are the `validation` package that the deploy stage
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from .. import state
 from ..cohost import cohost_capacity, cohost_scale
-from ..facts import Facts, hca_names
+from ..facts import hca_names
 from ..hostlist import fold as fold_hostlist
-from ..inventory import write_inventory
-from ..localize.localize import PortEvidence
-from ..localize.routing import Forwarding
 from ..model import VALIDATION_EXEC, Profile, Reference, Role, Site, ValidationTools, mounts_shared_by
-from ..remote import Nodes, command_line, site_nodes
+from ..remote import Nodes, command_line
 from ..topology import SWITCH_TIERS, FabricPlan
 from .envelope import broken_envelope, note_dropped, parse_envelope
 from .figures import FIGURES, NODE_SUITES, suite_of
-from .judge import Certification, CheckRun, effective_reference, judge
+from .judge import Certification, CheckRun, effective_reference
 from .local import LocalCheck, ValidationError, plan_local
-from .nccl import NcclOutcome, NcclSpec, pairwise_rounds, run_nccl, size_label
+from .nccl import NcclSpec, pairwise_rounds, size_label
 from .ncclperf import PerfSpec, perf_verdicts, run_perf
-from .portcounters import port_counter_runs, port_evidence
-from .slurm import Job, SlurmError, SlurmJobs
+from .request import Progress
+from .slurm import Job, SlurmJobs
 
 NODE_ENV = {"PYTHONUNBUFFERED": "1"}
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -196,7 +187,8 @@ def _tasks(profile: Profile) -> tuple[int, int]:
     return (profile.gpus.count, profile.gpus.count) if profile.gpus else (1, 0)
 
 
-def _uniform_profile(pod: PodTarget) -> Profile:
+def uniform_profile(pod: PodTarget) -> Profile:
+    """The profile of every compute node under test: one Slurm job cannot span GPU counts or HCA names."""
     profiles = {pod.site.profile_of(pod.site.node(h)).name: pod.site.profile_of(pod.site.node(h)) for h in pod.hosts}
     if len({(_tasks(p), p.compute_hcas.names) for p in profiles.values()}) > 1:
         raise ValidationError(
@@ -209,7 +201,7 @@ def _uniform_profile(pod: PodTarget) -> Profile:
 
 def nccl_spec(pod: PodTarget, suites: tuple[str, ...]) -> NcclSpec:
     site = pod.site
-    profile = _uniform_profile(pod)
+    profile = uniform_profile(pod)
     figure = "allreduce_busbw_multinode" if profile.gpus else "allreduce_busbw_multinode_cpu"
     bounds = []
     for host in pod.hosts:
@@ -233,7 +225,7 @@ def nccl_spec(pod: PodTarget, suites: tuple[str, ...]) -> NcclSpec:
 
 def smoke_run(pod: PodTarget, slurm: SlurmJobs, stamp: str, progress: Progress, hosts: tuple[str, ...]) -> CheckRun:
     """The training smoke test across `hosts`: the nodes under test, with their partners under --nodes."""
-    profile = _uniform_profile(pod)
+    profile = uniform_profile(pod)
     tasks, gpus = _tasks(profile)
     world = tasks * len(hosts)
     first = hosts[0]
@@ -287,154 +279,6 @@ def scale_to_density(envelope: dict[str, Any], figures: tuple[str, ...], scale: 
                 m["spread"] = {k: v * scale if isinstance(v, int | float) else v for k, v in spread.items()}
 
 
-# -- the whole run --------------------------------------------------------------------------
-
-
-@dataclass
-class PodValidation:
-    cert: Certification
-    runs: list[CheckRun]
-    meta: dict[str, Any]
-    drained: dict[str, str | None]
-
-
-def validate_pod(
-    site: Site,
-    suites: tuple[str, ...],
-    burnin: str,
-    workdir: Path,
-    private_key: Path | None,
-    drain: bool,
-    extra_runs: list[CheckRun],
-    progress: Progress,
-    only: tuple[str, ...] = (),
-    reservation: str | None = None,
-    partner_pool: tuple[str, ...] | None = None,
-    ibqueryerrors: Path | None = None,
-    names_by_guid: dict[str, str] | None = None,
-    forwarding: Forwarding | None = None,
-    vault_env: Mapping[str, str] | None = None,
-    mitogen: bool = True,
-    full_drift: bool = False,
-) -> PodValidation:
-    """Certify the pod's compute nodes; with `only`, those nodes alone, paired in the multi-node
-    jobs with known-good partners from the rest of the pod (a node added or repaired): from
-    `partner_pool` (podctl nodes recheck: the nodes it reserved), else the idle ones. With
-    `reservation`, every job runs inside it."""
-    pod = target(site, only)
-    facts = Facts(site)  # derived once: the fabric plan for nccl, the inventory for conformance
-    nodes = site_nodes(site, private_key)
-    slurm = SlurmJobs(nodes, pod.controller, None, reservation)
-    partners: tuple[str, ...] = ()
-    if only:
-        pool = tuple(h for h in pod.partners if h in partner_pool) if partner_pool is not None else pod.partners
-        if partner_pool is None:
-            try:
-                states = slurm.states(pod.partners)
-            except SlurmError as exc:
-                raise ValidationError(f"cannot choose partners for --nodes: {exc}") from None
-            pool = tuple(h for h in pod.partners if h in states and states[h].idle)
-        partners = pick_partners(facts.plans.get("compute"), pod.hosts, pool)
-    job_hosts = tuple(h for h in (*pod.hosts, *partners))
-    if partners:
-        progress(f"nodes under test: {fold_hostlist(pod.hosts)}; known-good partners: {fold_hostlist(partners)}")
-    # Every configuration problem before any suite runs: not after an hour of burn-in.
-    spec: NcclSpec | None = None
-    plan = None
-    if "collectives" in suites and len(job_hosts) >= 2:
-        if "compute" not in site.fabrics:
-            raise ValidationError(
-                f"{site.source}: the collectives suite plans its rounds over the compute "
-                "fabric; declare fabrics.compute, or leave collectives out with --suite"
-            )
-        plan = facts.plans["compute"]
-        spec = nccl_spec(pod, suites)
-    if "smoke" in suites:
-        _uniform_profile(pod)
-        if pod.shared_dir is None:
-            raise ValidationError(
-                f"{site.source}: the smoke test writes its checkpoint to storage every compute "
-                "node mounts, and no storage entry is mounted by all of them; add one, or leave "
-                "smoke out with --suite"
-            )
-    started = datetime.now(UTC)
-    t0 = time.monotonic()
-    runs: list[CheckRun] = list(extra_runs)
-    if "conformance" in suites:
-        from .conformance.run import run_conformance
-
-        progress("conformance: rendering the inventory and the configs podctl would write ...")
-        inventory = workdir / "inventory"
-        write_inventory(site, inventory, facts, sim=state.sim_pod(site))
-        conformance = run_conformance(
-            site, inventory, workdir / "conformance", private_key, progress, vault_env, mitogen, full_drift
-        )
-        # Under --nodes only the nodes under test are certified; the others are not judged here.
-        runs += [r for r in conformance if not only or r.node in pod.hosts]
-        failed = sorted({r.node for r in runs if r.check == "conformance" and r.status != "pass"})
-        progress("conformance: " + (f"failing: {', '.join(failed)}" if failed else "every host conforms"))
-    runs += node_checks(pod, nodes, suites, burnin, progress)
-    evidence: list[PortEvidence] = []
-    if "compute" in facts.plans:
-        evidence, unplaced = port_evidence(site, facts.plans["compute"], runs, ibqueryerrors, names_by_guid)
-        if evidence or unplaced or ibqueryerrors is not None:
-            runs += port_counter_runs(evidence, unplaced, site)
-            progress(
-                f"port counters: {len(evidence)} cable(s) with evidence against them"
-                + (f", {len(unplaced)} port(s) not on the plan" if unplaced else "")
-            )
-    slurm.partition = _partition(site, job_hosts)
-    nccl: NcclOutcome | None = None
-    if spec is not None and plan is not None:
-        nccl = run_nccl(slurm, spec, plan, job_hosts, progress, evidence, forwarding)
-        named = [h for h in partners if nccl.diagnosis and h in nccl.diagnosis.bad_nodes]
-        if named:
-            progress(f"note: fault localization named partner(s) {', '.join(named)}: certify them again")
-        runs += nccl.records + nccl.verdicts
-        if site.validation.nccl_tests_path:
-            runs += nccl_tests_runs(pod, spec, plan, slurm, progress, job_hosts)
-    if "smoke" in suites:
-        runs.append(smoke_run(pod, slurm, f"{started:%Y%m%dT%H%M%SZ}", progress, job_hosts))
-    rows = {h: reference_rows(site, site.profile_of(site.node(h)), suites) for h in pod.hosts}
-    if len(job_hosts) < 2:
-        # One node under test has no partner: figures between nodes cannot be measured, nor missed.
-        rows = {h: [r for r in rs if FIGURES[r.figure].scope != "pod"] for h, rs in rows.items()}
-    if "conformance" in suites and not only:
-        # Head and login nodes are certified on conformance alone: no figures are judged on them.
-        rows.update({n.hostname: [] for n in site.nodes if n.hostname not in rows and n.hostname not in pod.excluded})
-    cert = judge(f"{site.name} ({site.source})", rows, runs, pod.excluded)
-    drained: dict[str, str | None] = {}
-    if drain:
-        drained = drain_failing(slurm, cert, pod.hosts, progress)
-    meta = {
-        "started": started.isoformat(timespec="seconds"),
-        "mode": "site",
-        "site": site.source,
-        "suites": list(suites),
-        "burnin": burnin,
-        "wall_s": round(time.monotonic() - t0, 1),
-        "hosts": list(pod.hosts),
-        "partners": list(partners),
-        "controller": pod.controller,
-        "python": pod.tools.python,
-        "nccl": None
-        if nccl is None or spec is None
-        else {
-            "figure": spec.figure,
-            "bound_gbps": spec.bound,
-            # Which routes localization followed: the subnet manager's (--lfts), else podctl's model.
-            "routes": "subnet manager's tables" if forwarding else "podctl's model of ftree (no --lfts)",
-            "localization_rounds": nccl.rounds,
-            "bad_nodes": list(nccl.diagnosis.bad_nodes) if nccl.diagnosis else [],
-            "bad_links": [list(x) for x in nccl.diagnosis.bad_links] if nccl.diagnosis else [],
-            "suspects": list(nccl.diagnosis.suspects) if nccl.diagnosis else [],
-        },
-        "drained": drained,
-        "fabric": fabric_layout(facts.plans["compute"], pod.hosts) if "compute" in facts.plans else None,
-    }
-    return PodValidation(cert, runs, meta, drained)
-
-
 def fabric_layout(plan: FabricPlan, hosts: tuple[str, ...]) -> dict[str, Any]:
     """For the report: the nodes under test in fabric order (unit by unit), the units' sizes,
     and every switch by tier."""
@@ -462,7 +306,7 @@ def nccl_tests_runs(
     return records + perf_verdicts(hosts, records)
 
 
-def _partition(site: Site, hosts: tuple[str, ...]) -> str | None:
+def partition_for(site: Site, hosts: tuple[str, ...]) -> str | None:
     """A partition holding every node under test, the default one if it does."""
     if site.slurm is None:
         return None

@@ -1,6 +1,6 @@
 """The certification report: report.json, junit.xml and a self-contained report.html
 (laid out for a pod in html_report.py; the bus bandwidth sweeps drawn here with matplotlib
-as inline SVG)."""
+as inline SVG), and the summary a command prints of it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
+from ..console import styled
 from ..fsio import OutputFolder
 from .html_report import report_html
 from .judge import Certification, CheckRun
@@ -118,3 +122,28 @@ def write_report(out_dir: Path, cert: Certification, runs: list[CheckRun], meta:
         "junit": folder.write("junit.xml", junit_xml(cert, runs)),
         "html": folder.write("report.html", report_html(cert, runs, meta, plots(runs))),
     }
+
+
+def print_summary(console: Console, cert: Certification) -> None:
+    """Every figure judged, the failing ones first, and the verdict with each node's reasons."""
+    table = Table(title="Figures", title_justify="left")
+    for col in ("node", "device", "figure", "value", "bound", "result"):
+        table.add_column(col)
+    for v in sorted(cert.verdicts, key=lambda v: (v.passed, v.node, v.figure, v.device or "")):
+        value = "missing" if v.value is None else f"{v.value:.4g} {v.unit}"
+        table.add_row(
+            v.node,
+            v.device or "",
+            v.figure if v.measured_by == "podctl" else f"{v.figure} ({v.measured_by})",
+            value,
+            f"{v.bound:.4g}",
+            styled(("pass", "green")) if v.passed else styled(("FAIL", "red")),
+        )
+    console.print(table)
+    if cert.certified:
+        console.print(styled(("CERTIFIED", "bold green"), f": {cert.subject}, {len(cert.nodes)} node(s)"))
+    else:
+        console.print(styled(("NOT CERTIFIED", "bold red"), f": {cert.subject}"))
+        for node, reasons in sorted(cert.failures.items()):
+            for reason in reasons:
+                console.print(f"  {node}: {reason}")

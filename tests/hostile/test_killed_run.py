@@ -88,13 +88,25 @@ def _start(runs: Path, name: str, no_log: bool | str) -> tuple[subprocess.Popen,
     return proc, run_dir
 
 
+def _tasks_started(events: Path) -> list[str | None]:
+    """The task of each event file written so far. ansible-runner writes an event as
+    `<uuid>-partial.json` and renames it: one listed here may be gone by the time it is read (seen
+    in CI), and its renamed file is read on the next look."""
+    tasks = []
+    for path in events.glob("*.json"):
+        try:
+            tasks.append(json.loads(path.read_text()).get("event_data", {}).get("task"))
+        except FileNotFoundError:
+            continue
+    return tasks
+
+
 def _wait_for_the_wait(proc: subprocess.Popen, run_dir: Path) -> None:
     """Until the first task has finished and the second started (the secret is in use by then)."""
     events = run_dir / "artifacts" / "deploy" / "job_events"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        started = [json.loads(p.read_text()).get("event_data", {}).get("task") for p in events.glob("*.json")]
-        if "Wait" in started:
+        if "Wait" in _tasks_started(events):
             return
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)

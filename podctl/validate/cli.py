@@ -21,7 +21,6 @@ from ..cliopts import (
     vault_options,
 )
 from ..console import make_console, styled
-from ..errors import EXIT_ERRORS
 from ..suggest import did_you_mean
 from .figures import LOCAL_SUITES, SUITE_ALIASES, SUITES
 from .judge import CheckRun
@@ -220,6 +219,3 @@ def _certify_local(request: LocalRequest) -> NoReturn:
     print_summary(make_console(), result.cert)
     click.echo(f"report: {result.reports['html'].resolve()}")
     sys.exit(0 if result.cert.certified else EXIT_NOT_CERTIFIED)
-
-
-__all__ = ["validate", "print_summary", "EXIT_ERRORS"]

@@ -12,10 +12,9 @@ import pytest
 from rich.console import Console
 
 from podctl.console import make_console
-from podctl.validate.cli import print_summary
 from podctl.validate.envelope import parse_envelope
 from podctl.validate.judge import CheckRun, Verdict, judge
-from podctl.validate.report import write_report
+from podctl.validate.report import print_summary, write_report
 from validation.result import Report, envelope_problems
 
 from ..conftest import REPO

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from podctl.nodehealth import GATE_PROGRAM
 from podctl.platforms import SlurmVersion
 from podctl.sim.podman import Podman, container_name
 from podctl.sim.preflight import preflight
@@ -216,6 +217,25 @@ class Pod:
         from podctl.site import load_site
 
         return [n.hostname for n in load_site(self.site).nodes]
+
+    def resume(self, *hosts: str, timeout_s: float = 120) -> None:
+        """Put drained nodes back in service once each is fit again, then wait for every node to
+        be idle. A node is fit when the health gate, asked now, passes, and no gate run that
+        began before the repair is still on its way: slurmd starts one when it starts, and on a
+        loaded machine it can drain the node seconds after a resume with a reason already gone."""
+        running = f"pgrep -f '^/usr/bin/python3 -I {GATE_PROGRAM}' >/dev/null && echo running"
+        for host in hosts:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                out = self.sh(host, f"{GATE_PROGRAM} --no-drain --print; {running}").stdout
+                record = json.loads(out.removesuffix("running\n") or "{}")
+                if record.get("status") == "pass" and not out.endswith("running\n"):
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{host} not fit to resume after {timeout_s:.0f} s:\n{out[-2000:]}")
+                time.sleep(2)
+            self.sh("head01", f"scontrol update NodeName={host} State=RESUME")
+        self.wait_idle()
 
     def wait_idle(self, timeout_s: float = 240) -> None:
         """Every compute node idle in Slurm again (after a fault was undone)."""

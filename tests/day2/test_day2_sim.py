@@ -64,12 +64,6 @@ def _gate(pod: Pod, host: str, *args: str) -> dict:
     return _last(pod, host)
 
 
-def _resume(pod: Pod, *hosts: str) -> None:
-    for host in hosts:
-        pod.sh("head01", f"scontrol update NodeName={host} State=RESUME")
-    pod.wait_idle()
-
-
 def _drained_with(pod: Pod, host: str, text: str) -> Callable[[], bool]:
     def check() -> bool:
         state, reason = _node(pod, host)
@@ -149,7 +143,7 @@ def test_each_fault_drains_that_node_alone_and_recheck_brings_it_back(sim_pod: P
         assert "podctl-recheck" not in reservations
     finally:
         podctl("sim", "fault", "--pod", sim_pod.name, "node02", "--clear", timeout=120, check=False)
-        _resume(sim_pod, "node02")
+        sim_pod.resume("node02")
 
 
 def test_a_node_a_person_drained_stays_drained(sim_pod: Pod) -> None:
@@ -165,7 +159,7 @@ def test_a_node_a_person_drained_stays_drained(sim_pod: Pod) -> None:
         assert "DRAIN" in state and reason == "replacing DIMM B3"
     finally:
         podctl("sim", "fault", "--pod", sim_pod.name, "node03", "--clear", timeout=120, check=False)
-        _resume(sim_pod, "node03")
+        sim_pod.resume("node03")
 
 
 def test_a_node_without_munge_cannot_drain_itself_and_says_so(sim_pod: Pod) -> None:
@@ -189,8 +183,7 @@ def test_a_node_without_munge_cannot_drain_itself_and_says_so(sim_pod: Pod) -> N
     finally:
         podctl("sim", "fault", "--pod", sim_pod.name, "node03", "--clear", timeout=120, check=False)
         sim_pod.sh("node03", "systemctl restart slurmd")
-        sim_pod.sh("head01", "scontrol update NodeName=node03 State=RESUME")
-        sim_pod.wait_idle()
+        sim_pod.resume("node03")
 
 
 def test_status_shows_every_node_with_its_health_and_certification(sim_pod: Pod) -> None:
@@ -255,7 +248,7 @@ def test_the_gate_honours_a_mark_for_what_it_names_and_still_drains_a_real_fault
     finally:
         sim_pod.sh("node01", f"{GATE} --unmark; systemctl start slurmd")
         podctl("sim", "fault", "--pod", sim_pod.name, "node01", "--clear", timeout=120, check=False)
-        _resume(sim_pod, "node01")
+        sim_pod.resume("node01")
     assert sim_pod.sh("node01", "test -e /run/podctl/maintenance.json").returncode == 1
 
 
@@ -309,7 +302,7 @@ def test_a_unit_on_its_way_is_asked_again_before_it_counts(sim_pod: Pod) -> None
             f"cp /root/health.json.saved {expect}; systemctl stop podctl-test-slow; "
             "rm -f /run/systemd/system/podctl-test-slow.service; systemctl daemon-reload",
         )
-        _resume(sim_pod, "node02")
+        sim_pod.resume("node02")
 
 
 def _site_with_four(base: Path, site: Path) -> Path:

@@ -129,10 +129,8 @@ def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: P
         assert sim_pod.sh("node01", "test -s /etc/slurm/topology.conf && systemctl is-active chrony").returncode == 0
         # The health gate drained node01 while chrony was stopped, if it ran then (that is its
         # job); the repaired node comes back by hand, as an operator would.
-        sim_pod.sh("head01", "scontrol update NodeName=node01 State=RESUME")
-        sim_pod.wait_idle()
+        sim_pod.resume("node01")
         rc, data, _ = sim_pod.validate("after-collection", "--suite", "conformance")
         assert rc == 0, data["failures"]
     finally:
-        sim_pod.sh("head01", "scontrol update NodeName=node01 State=RESUME")
-        sim_pod.wait_idle()
+        sim_pod.resume("node01")

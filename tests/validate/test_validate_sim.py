@@ -91,8 +91,7 @@ def _two_node_faults(pod: Pod) -> Iterator[None]:
         pod.sh("node03", "sed -i '/^# edited by hand$/d' /etc/slurm/slurm.conf")
         podctl("sim", "fault", "--pod", POD, "node01", "--clear")
         pod.sh("node01", "systemctl start slurmd")
-        pod.sh("head01", "scontrol update NodeName=node01 State=RESUME")
-        pod.wait_idle()
+        pod.resume("node01")
     assert pod.sh("node01", "systemctl is-active slurmd").stdout.strip() == "active"
     assert "# edited by hand" not in pod.sh("node03", "cat /etc/slurm/slurm.conf").stdout
 
@@ -170,8 +169,7 @@ def test_a_throttled_node_is_named_by_fault_localization_and_drained(pod: Pod) -
         assert state.startswith("drain") and "podctl validate" in state
     finally:
         podctl("sim", "fault", "--pod", POD, "node02", "--clear")
-        pod.sh("head01", "scontrol update NodeName=node02 State=RESUME")
-        pod.wait_idle()
+        pod.resume("node02")
     # Cleared, and proven cleared: no rate limit left on node02 (and wait_idle: it is back in service).
     assert " tbf " not in pod.sh("node02", "tc qdisc show").stdout
 

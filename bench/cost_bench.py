@@ -11,7 +11,7 @@ grown), on a fresh pod:
   fault must be caught.
 
 With `--reruns-only`: one whole deploy, a no-change re-run (by the nodes' records of that deploy,
-podctl.converged) and one with `--full` (every task), and no validation.
+podctl.runtime.converged) and one with `--full` (every task), and no validation.
 
 Each step records wall seconds, the controller's CPU seconds (user + system of podctl and
 every process it waited for: ansible-playbook and its forks, ssh, the validate fan-out) and
@@ -125,7 +125,7 @@ def bench_size(
         runs = folder / f"runs{nodes}"
         if reruns_only:
             # One whole deploy (every stage in one run), then a no-change re-run by the nodes'
-            # records (podctl.converged) and, with every_task, one that runs every task (--full).
+            # records (podctl.runtime.converged) and, with every_task, one that runs every task (--full).
             steps: list[tuple[str, list[str]]] = [("deploy:whole", []), ("deploy:no-change", [])]
             for name, extra in steps + ([("deploy:no-change-every-task", ["--full"])] if every_task else []):
                 step[name] = measured([*podctl(), "deploy", str(site), "--runs-dir", str(runs), *extra], 5400)

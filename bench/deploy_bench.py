@@ -40,13 +40,13 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from podctl import state  # noqa: E402
-from podctl.site import load_site  # noqa: E402
+from podctl.derive.site import load_site  # noqa: E402
 
 CALIBRATION_REPEATS = 10
 CALIBRATION_FORKS = 4
 PROFILE_TOP = 12
 MODES = ("now", "now-no-mitogen", "before", "ansible-defaults")
-# podctl's own modes, which consult the nodes' records of their last converged deploy (podctl.converged)
+# podctl's own modes, which consult the nodes' records of their last converged deploy (podctl.runtime.converged)
 # unless told --full / --full-drift: measured both ways.
 EVERY_TASK_MODES = ("now", "now-no-mitogen")
 _RUN_DIR = re.compile(r"run directory: (\S+)")

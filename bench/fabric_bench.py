@@ -44,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from podctl.fsio import atomic_write
+from podctl.core.fsio import atomic_write
 
 DEFAULT_SIZES = ("dgx-h100:1,2,4,8,16,32,37,42,64", "dgx-a100:1,2,4,7,8,16,21,23,32,42,64")
 ALL_SIZES = ("dgx-h100:1-64", "dgx-a100:1-64")
@@ -128,13 +128,13 @@ def read_in_blocks(path: Path, per_block: int = 64):  # noqa: ANN201
 
 def run_one(profile: str, sus: int, engine: str | None, balance: bool, workdir: Path) -> dict[str, object]:
     """One size, in this (worker) process."""
-    from podctl.facts import Facts, hca_names
+    from podctl.derive.facts import Facts, hca_names
+    from podctl.derive.init import render_site
+    from podctl.derive.site import load_site
+    from podctl.derive.topology import root_switches
     from podctl.ibfabric.balance import route_balance
     from podctl.ibfabric.ibsim import SimulatedFabric, network_from_plan, route
     from podctl.ibfabric.topofile import name_guid
-    from podctl.init import render_site
-    from podctl.site import load_site
-    from podctl.topology import root_switches
 
     site_file = workdir / "site.yaml"
     site_file.write_text(render_site(profile, sus, None, "bench", "site.schema.json"))

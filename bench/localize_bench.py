@@ -38,13 +38,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from podctl.init import render_site
+from podctl.derive.init import render_site
+from podctl.derive.site import load_site
+from podctl.derive.topology import plan_fabric
 from podctl.localize.localize import localize
 from podctl.localize.routing import Router
 from podctl.localize.schedule import Test
 from podctl.localize.simulate import SimulatedFabric, random_faults
-from podctl.site import load_site
-from podctl.topology import plan_fabric
 
 THRESHOLD = 0.9  # of the link rate; the simulator's slow parts run at 0.5
 

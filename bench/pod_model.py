@@ -32,10 +32,10 @@ from pathlib import Path
 
 from cost_bench import STAGES, load_sizes, work_and_wait
 
-from podctl.ansible import MAX_FORKS
-from podctl.facts import Facts
-from podctl.init import render_site
-from podctl.site import load_site
+from podctl.derive.facts import Facts
+from podctl.derive.init import render_site
+from podctl.derive.site import load_site
+from podctl.runtime.ansible import MAX_FORKS
 from podctl.validate.nccl import MAX_CONCURRENT_JOBS, pairwise_rounds
 
 ANSIBLE_STEPS = (

@@ -16,8 +16,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from podctl import remote, state
-from podctl.site import load_site
+from podctl.core import state
+from podctl.derive.site import load_site
+from podctl.runtime import remote
 
 SETTINGS = (("unlimited", 10_000, 1), ("unlimited", 10_000, remote.HANDSHAKE_TRIES))
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .cliopts import CommandGroup, site_argument, verbose_option
-from .errors import EXIT_ERRORS, EXIT_OK, EXIT_WARNINGS
+from podctl import __version__
+from podctl.cliopts import CommandGroup, site_argument, verbose_option
+from podctl.core.errors import EXIT_ERRORS, EXIT_OK, EXIT_WARNINGS
 
 
 def _console(stderr: bool = False):
-    from .console import make_console
+    from podctl.core.console import make_console
 
     return make_console(stderr=stderr, soft_wrap=True)
 
@@ -56,7 +56,7 @@ def main() -> None:
 
 
 def _load(site_file: Path):
-    from .site import load_site
+    from podctl.derive.site import load_site
 
     return load_site(site_file)
 
@@ -67,7 +67,7 @@ def _load(site_file: Path):
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check(site_file: Path, strict: bool, output: str) -> None:
     """Check a site file: every problem at once, with its YAML path and position."""
-    from .site import check_site_file
+    from podctl.derive.site import check_site_file
 
     result = check_site_file(site_file)
     if output == "json":
@@ -103,7 +103,7 @@ def check(site_file: Path, strict: bool, output: str) -> None:
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(site_file: Path, output: str) -> None:
     """Summarize what the site declares and what podctl derives from it."""
-    from .plan import plan_summary, print_plan
+    from podctl.derive.plan import plan_summary, print_plan
 
     site = _load(site_file)
     summary = plan_summary(site)
@@ -125,8 +125,8 @@ def plan(site_file: Path, output: str) -> None:
 )
 def inventory(site_file: Path, out_dir: Path) -> None:
     """Write the Ansible inventory with the facts the roles need."""
-    from . import state
-    from .inventory import write_inventory
+    from podctl.core import state
+    from podctl.derive.inventory import write_inventory
 
     site = _load(site_file)
     files = write_inventory(site, out_dir, sim=state.sim_pod(site))
@@ -136,7 +136,7 @@ def inventory(site_file: Path, out_dir: Path) -> None:
 @main.command()
 def schema() -> None:
     """Print the site file's JSON Schema (Draft 2020-12)."""
-    from .site import schema as site_schema
+    from podctl.derive.site import schema as site_schema
 
     click.echo(json.dumps(site_schema(), indent=2))
 
@@ -172,8 +172,8 @@ def init(
     """Write a complete, commented site file for a reference-architecture pod."""
     from importlib import resources
 
-    from .fsio import write_new_file
-    from .init import render_site
+    from podctl.core.fsio import write_new_file
+    from podctl.derive.init import render_site
 
     if schema_ref is None:
         schema_ref = str(resources.files("podctl.schema").joinpath("site.schema.json"))

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .errors import EXIT_ERRORS, EXIT_INTERNAL, PodctlError
+from podctl.core.errors import EXIT_ERRORS, EXIT_INTERNAL, PodctlError
 
 if TYPE_CHECKING:
-    from .model import Site
+    from podctl.core.model import Site
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,7 +34,7 @@ def optional_site_argument(command: F) -> F:
 
 
 def private_key_option(command: F) -> F:
-    """--private-key: the SSH key for root on the site's nodes (podctl.state.private_key_for)."""
+    """--private-key: the SSH key for root on the site's nodes (podctl.core.state.private_key_for)."""
     return click.option(
         "--private-key",
         "private_key",
@@ -109,8 +109,8 @@ def fabric_dumps_options(command: F) -> F:
 def load_site_and_key(site_file: Path, private_key: Path | None) -> tuple[Site, Path | None]:
     """The site of SITE and the SSH key for root on its nodes (--private-key, else a sim pod's own):
     where a command that reaches a deployed pod's nodes starts."""
-    from .site import load_site
-    from .state import private_key_for
+    from podctl.core.state import private_key_for
+    from podctl.derive.site import load_site
 
     site = load_site(site_file)
     return site, private_key_for(site, private_key, f"podctl sim up {site_file} && podctl deploy {site_file}")
@@ -129,7 +129,7 @@ def mitogen_option(command: F) -> F:
 
 def full_drift_option(command: F) -> F:
     """--full-drift: the drift check runs the roles in check mode even where every node's record of
-    its last converged deploy holds (podctl.converged)."""
+    its last converged deploy holds (podctl.runtime.converged)."""
     return click.option(
         "--full-drift",
         "full_drift",
@@ -142,7 +142,7 @@ def full_drift_option(command: F) -> F:
 
 def vault_options(command: F) -> F:
     """--vault-password-file and --vault-id: the vault secret Ansible opens the site's `!vault`
-    values with (podctl.secrets)."""
+    values with (podctl.derive.secrets)."""
     command = click.option(
         "--vault-id",
         "vault_ids",

@@ -19,9 +19,9 @@ from types import ModuleType
 
 import yaml
 
-from podctl import platforms
-from podctl.assets import roles_dir
-from podctl.site import load_site
+from podctl.core import platforms
+from podctl.core.assets import roles_dir
+from podctl.derive.site import load_site
 
 BIN = Path(sys.executable).parent
 
@@ -45,7 +45,7 @@ def render_templates(
 
     `slurm_version` ("22.05", "24.11"): the Slurm major release the host runs, which the slurm role
     reads from the node's installed Slurm (`_podctl_slurm_version`); by default that of the OS the
-    site gives the host (podctl.platforms).
+    site gives the host (podctl.core.platforms).
     """
     if slurm_version is None:
         slurm_version = str(load_site(site).node(host).platform.slurm)

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from podctl.nodehealth import GATE_PROGRAM
-from podctl.platforms import SlurmVersion
+from podctl.core.platforms import SlurmVersion
+from podctl.derive.nodehealth import GATE_PROGRAM
 from podctl.sim.podman import Podman, container_name
 from podctl.sim.preflight import preflight
 from tests.conftest import REPO, SIM_SITE
@@ -214,7 +214,7 @@ class Pod:
         return self.slurm_release() >= SlurmVersion(24, 11)
 
     def hosts(self) -> list[str]:
-        from podctl.site import load_site
+        from podctl.derive.site import load_site
 
         return [n.hostname for n in load_site(self.site).nodes]
 
@@ -252,8 +252,8 @@ class Pod:
 def certify(pod: Pod, runs: int) -> None:
     """`runs` full validates in a row, each CERTIFIED with every suite run and every compute node
     judged on its figures, and every job podctl ran COMPLETED 0:0 in Slurm's accounting."""
-    from podctl.model import Role
-    from podctl.site import load_site
+    from podctl.core.model import Role
+    from podctl.derive.site import load_site
 
     compute = [n.hostname for n in load_site(pod.site).nodes if Role.COMPUTE in n.roles]
     assert compute, pod.site

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from podctl.cli import main
-from podctl.site import check_site_text
+from podctl.derive.site import check_site_text
 
 from .conftest import DATA, REPO
 

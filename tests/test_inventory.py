@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.errors import PodctlError
-from podctl.facts import Facts
-from podctl.inventory import _host_vars, _site_vars, render, write_inventory
-from podctl.site import check_site_text, load_site
+from podctl.core.errors import PodctlError
+from podctl.derive.facts import Facts
+from podctl.derive.inventory import _host_vars, _site_vars, render, write_inventory
+from podctl.derive.site import check_site_text, load_site
 
 from .conftest import REPO, SIM_SITE
 
@@ -111,7 +111,7 @@ def test_a_failed_write_leaves_the_previous_inventory(tmp_path: Path, monkeypatc
         files["host_vars/zz-last.yml"] = None  # type: ignore[assignment]  # writing None fails midway
         return files
 
-    monkeypatch.setattr("podctl.inventory.render", boom)
+    monkeypatch.setattr("podctl.derive.inventory.render", boom)
     with pytest.raises(TypeError):
         write_inventory(site, tmp_path / "inv")
     assert _tree(tmp_path / "inv") == before
@@ -171,7 +171,7 @@ def test_the_renderer_refuses_a_node_that_is_not_a_host_name(name: str, tmp_path
 
 @pytest.mark.parametrize("name", ["a", "0", "dgx-h100-001", "x" * 63, "NODE01", "9node"])
 def test_rfc_1123_labels_are_host_names(name: str) -> None:
-    from podctl.hostlist import is_hostname
+    from podctl.core.hostlist import is_hostname
 
     assert is_hostname(name)
 
@@ -183,7 +183,7 @@ def _monitoring_vars(site_path: Path) -> dict:
 def test_monitoring_vars_say_where_prometheus_listens_how_it_is_named_and_where_its_password_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from podctl.facts import duration_s
+    from podctl.derive.facts import duration_s
 
     monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
     login = ("listen_address", "web_host", "web_scheme", "tls", "password_file", "prometheus_address")

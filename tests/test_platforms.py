@@ -1,4 +1,4 @@
-"""The supported platforms and Slurm's version rule (podctl.platforms), and `podctl check` holding a
+"""The supported platforms and Slurm's version rule (podctl.core.platforms), and `podctl check` holding a
 site to that rule where its node groups name different OS releases."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from podctl import platforms
-from podctl.platforms import SlurmDaemon, SlurmVersion, slurm_rule_problems
-from podctl.site import check_site_text
+from podctl.core import platforms
+from podctl.core.platforms import SlurmDaemon, SlurmVersion, slurm_rule_problems
+from podctl.derive.site import check_site_text
 from tests.conftest import REPO
 
 SIM_SITE = (REPO / "inventory" / "sim" / "site.yaml").read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podctl.site import builtin_profiles
+from podctl.derive.site import builtin_profiles
 
 
 def test_builtin_profiles_exist() -> None:
@@ -26,7 +26,7 @@ def test_reference_rows_have_sources_and_sane_bounds() -> None:
 
 
 def test_schema_names_exactly_the_figures_podctl_measures() -> None:
-    from podctl.site import schema
+    from podctl.derive.site import schema
     from podctl.validate.figures import FIGURES
 
     assert schema()["$defs"]["reference"]["properties"]["figure"]["enum"] == sorted(FIGURES)

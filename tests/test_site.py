@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from podctl.errors import Severity, SiteError
-from podctl.model import VALIDATION_EXEC, Site
-from podctl.site import check_site_file, check_site_text, load_site
+from podctl.core.errors import Severity, SiteError
+from podctl.core.model import VALIDATION_EXEC, Site
+from podctl.derive.site import check_site_file, check_site_text, load_site
 
 from .conftest import DATA, REPO, SIM_SITE
 

@@ -1,18 +1,22 @@
 """The house rules the tools can check: ruff (lint and format), import layers, module size.
 
-The layers (pyproject.toml, [tool.importlinter]): commands over features over
-the shared core, no library module importing a command module, and the
-node-side `validation` package never importing podctl. A back-import fails
-here instead of waiting for a review.
+The layers (pyproject.toml, [tool.importlinter]): podctl's rooms (its folders),
+commands over features over derive and runtime over the core, each contract
+exhaustive; no library module importing a command module; the node-side
+`validation` package never importing podctl. A back-import, or a module no
+contract places, fails here instead of waiting for a review. The README's
+table of rooms is checked against the folders and the contract.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -44,6 +48,25 @@ def test_import_layers() -> None:
     assert "0 broken" in proc.stdout
 
 
+def test_the_readme_shows_the_rooms_as_the_folders_and_the_contract_have_them() -> None:
+    """One README row per layer of the rooms' contract, top to bottom, naming exactly that
+    layer's folders and modules; every folder and module of podctl is in one row."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    rooms = next(c for c in config if c.get("containers") == ["podctl"])
+    layers = [sorted(name.strip() for name in layer.split("|")) for layer in rooms["layers"]]
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("## Layout", 1)[1].split("\n\n- ", 1)[0]
+    rows = [
+        sorted(re.sub(r"(\.py|/)$", "", name) for name in re.findall(r"`([^`]+)`", line.split("|")[1]))
+        for line in table.splitlines()
+        if line.startswith("| `")
+    ]
+    assert rows == layers, "README.md's table of rooms and pyproject.toml's contract differ"
+    # What Python imports from podctl/: its modules and its packages (the collection is not one).
+    on_disk = {p.stem for p in (REPO / "podctl").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert on_disk - {"__init__", *rooms.get("exhaustive_ignores", [])} == {name for row in rows for name in row}
+
+
 def test_large_modules_say_why() -> None:
     unexplained = []
     for path in [*(REPO / "podctl").rglob("*.py"), *(REPO / "validation").rglob("*.py")]:
@@ -71,7 +94,7 @@ OVER_BUDGET = {
     "the cables still open, then the fallback pairs; each round reads what the one before left",
     "podctl/sim/cli.py:fault_cmd": "a command's argument checks: one branch per option (kill, rate, services, "
     "errors, clear) and the refusals between them, each with its message",
-    "podctl/sitefile/fabrics.py:FabricSections.fabrics": "one site-file section read field by field, each field's "
+    "podctl/derive/sitefile/fabrics.py:FabricSections.fabrics": "one site-file section read field by field, each field's "
     "check and error where the field is read (the strict model's order)",
     "validation/burnin.py:gpu_burnin": "a GPU burn-in's one timed loop over every device, its warm-up and its "
     "checks, whose timings must not be broken across calls",

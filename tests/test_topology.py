@@ -11,9 +11,9 @@ from ClusterShell.NodeSet import NodeSet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podctl.errors import PodctlError
-from podctl.model import Fabric
-from podctl.topology import (
+from podctl.core.errors import PodctlError
+from podctl.core.model import Fabric
+from podctl.derive.topology import (
     CABLE_TIERS,
     SWITCH_TIERS,
     FabricPlan,

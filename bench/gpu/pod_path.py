@@ -28,9 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from podctl.derive.site import load_site  # noqa: E402
 from podctl.localize.schedule import Test  # noqa: E402
-from podctl.remote import RemoteResult  # noqa: E402
-from podctl.site import load_site  # noqa: E402
+from podctl.runtime.remote import RemoteResult  # noqa: E402
 from podctl.validate.nccl import SlurmTester  # noqa: E402
 from podctl.validate.pod import nccl_spec, smoke_run, target  # noqa: E402
 from podctl.validate.slurm import SlurmJobs  # noqa: E402
@@ -81,7 +81,7 @@ validation:
 
 
 class LocalNodes:
-    """podctl.remote.Nodes for one host: every command runs here, with the stand-in as srun."""
+    """podctl.runtime.remote.Nodes for one host: every command runs here, with the stand-in as srun."""
 
     def __init__(self, bin_dir: Path) -> None:
         self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

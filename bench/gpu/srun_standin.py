@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from podctl.model import VALIDATION_EXEC
+from podctl.core.model import VALIDATION_EXEC
 
 
 def _free_port() -> int:

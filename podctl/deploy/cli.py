@@ -20,19 +20,19 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .. import assets, state
-from ..ansible import ansible_settings, refuse_templates, stdout_tail
-from ..cliopts import mitogen_option, private_key_option, site_argument, vault_options
-from ..console import make_console, piped_width, styled
-from ..converged import Verdicts
-from ..hostlist import fold as fold_hostlist
-from ..secrets import resolve_files, vault_env
-from ..state import private_key_for
-from .errors import DeployError
-from .limit import expand_limit
-from .recap import Recap
-from .run import RUNNER_IDENT, DeployRequest, DeployResult, execute, fact_cache_dir
-from .stages import STAGES, check_validation_tools, select_stages
+from podctl.cliopts import mitogen_option, private_key_option, site_argument, vault_options
+from podctl.core import assets, state
+from podctl.core.console import make_console, piped_width, styled
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.state import private_key_for
+from podctl.deploy.errors import DeployError
+from podctl.deploy.limit import expand_limit
+from podctl.deploy.recap import Recap
+from podctl.deploy.run import RUNNER_IDENT, DeployRequest, DeployResult, execute, fact_cache_dir
+from podctl.deploy.stages import STAGES, check_validation_tools, select_stages
+from podctl.derive.secrets import resolve_files, vault_env
+from podctl.runtime.ansible import ansible_settings, refuse_templates, stdout_tail
+from podctl.runtime.converged import Verdicts
 
 EXIT_HOST_FAILURES = 1
 
@@ -267,7 +267,7 @@ def deploy(
     full: bool,
 ) -> None:
     """Configure the pod in SITE with Ansible: os, fabric, storage, slurm, monitoring, validation-tools."""
-    from podctl.site import load_site
+    from podctl.derive.site import load_site
 
     stages = select_stages(only, skip)
     playbooks = (playbooks_dir or assets.playbooks_dir()).resolve()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from podctl.errors import PodctlError
+from podctl.core.errors import PodctlError
 
 
 class DeployError(PodctlError):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..hostlist import HostlistError, expand
-from ..hostlist import fold as fold_hostlist
-from ..suggest import closest
-from .errors import DeployError
+from podctl.core.hostlist import HostlistError, expand
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.suggest import closest
+from podctl.deploy.errors import DeployError
 
 
 def expand_limit(hostlist: str, known_hosts: Sequence[str]) -> list[str]:

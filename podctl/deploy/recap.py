@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..redact import redact_urls
-from .stages import stage_of_task_path
+from podctl.core.redact import redact_urls
+from podctl.deploy.stages import stage_of_task_path
 
 HARDWARE_GATE_PREFIX = "Hardware gate |"
 

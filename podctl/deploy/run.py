@@ -20,14 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .. import assets, converged
-from ..ansible import AnsibleSettings, run_playbook, scrub_env
-from ..fsio import atomic_write
-from ..inventory import controller_inputs, write_inventory
-from ..model import Site
-from .errors import DeployError
-from .recap import Recap
-from .stages import stage_playbooks, wrapper_playbook
+from podctl.core import assets
+from podctl.core.fsio import atomic_write
+from podctl.core.model import Site
+from podctl.deploy.errors import DeployError
+from podctl.deploy.recap import Recap
+from podctl.deploy.stages import stage_playbooks, wrapper_playbook
+from podctl.derive.inventory import controller_inputs, write_inventory
+from podctl.runtime import converged
+from podctl.runtime.ansible import AnsibleSettings, run_playbook, scrub_env
 
 RUNNER_IDENT = "deploy"
 
@@ -50,7 +51,7 @@ def fact_cache_dir(runs_dir: Path, pod: str) -> Path:
 
 
 def sealed_note_path(runs_dir: Path, pod: str) -> Path:
-    """What this controller last left in each node's record (podctl.converged): host -> the
+    """What this controller last left in each node's record (podctl.runtime.converged): host -> the
     fingerprint sealed there, or "" once a run forgot it. Only ever used to skip asking nodes
     whose answer is certain to be no; a missing note means: ask."""
     return runs_dir / "cache" / pod / "converged.json"
@@ -81,7 +82,7 @@ class DeployRequest:
     check: bool
     diff: bool
     max_fail_percent: float
-    sim: bool = False  # the nodes are containers `podctl sim up` made (podctl.state.sim_pod)
+    sim: bool = False  # the nodes are containers `podctl sim up` made (podctl.core.state.sim_pod)
     full: bool = False  # run every task even when every host's record says nothing would change
 
 
@@ -101,7 +102,7 @@ class DeployResult:
     status: str
     aborted: str | None
     seconds: float
-    # The records' answer before the run: all converged means no playbook ran (podctl.converged).
+    # The records' answer before the run: all converged means no playbook ran (podctl.runtime.converged).
     verdicts: converged.Verdicts | None = None
     seal: Seal | None = None
 

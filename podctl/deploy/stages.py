@@ -1,16 +1,16 @@
-"""Choosing deploy stages (podctl.assets.STAGES, in the order site.yml runs them): one playbook each."""
+"""Choosing deploy stages (podctl.core.assets.STAGES, in the order site.yml runs them): one playbook each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import converged
-from ..assets import STAGES, stage_playbook_name, validation_package
-from ..assets import playbooks_dir as collection_playbooks
-from ..model import Site
-from ..suggest import did_you_mean
-from .errors import DeployError
+from podctl.core.assets import STAGES, stage_playbook_name, validation_package
+from podctl.core.assets import playbooks_dir as collection_playbooks
+from podctl.core.model import Site
+from podctl.core.suggest import did_you_mean
+from podctl.deploy.errors import DeployError
+from podctl.runtime import converged
 
 # The collection's play that reads each node's installed packages before the stages.
 PACKAGES_PLAYBOOK = "packages.yml"
@@ -65,7 +65,7 @@ def wrapper_playbook(playbooks: list[Path], forget: bool = True) -> str:
     does them all (one SSH connection per host, facts gathered once), after the collection's
     packages.yml (each node's installed packages, read once for every stage's apt step).
     First, unless in check mode, each host forgets its record of the last converged deploy
-    (podctl.converged): the run that follows may change it."""
+    (podctl.runtime.converged): the run that follows may change it."""
     lines = ["---", "# Written by podctl deploy: the stages this run selected, in site.yml's order."]
     if forget:
         lines += converged.forget_play()

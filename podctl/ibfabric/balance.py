@@ -26,9 +26,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from podctl.topology import FabricPlan
-
-from .lft import NO_PORT, Lfts, SwitchTable
+from podctl.derive.topology import FabricPlan
+from podctl.ibfabric.lft import NO_PORT, Lfts, SwitchTable
 
 TIERS = ("leaf", "spine", "core")
 MAX_EXAMPLES = 5

@@ -29,13 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from podctl.errors import PodctlError
-from podctl.model import Fabric, HcaNames
-from podctl.topology import FabricPlan
-
-from .formats import read_topology
-from .identity import Anchors, Naming, identify, naming_from_templates
-from .topofile import End, Link, Topology, guid_key, planned_ends
+from podctl.core.errors import PodctlError
+from podctl.core.model import Fabric, HcaNames
+from podctl.derive.topology import FabricPlan
+from podctl.ibfabric.formats import read_topology
+from podctl.ibfabric.identity import Anchors, Naming, identify, naming_from_templates
+from podctl.ibfabric.topofile import End, Link, Topology, guid_key, planned_ends
 
 
 class FabricCheckError(PodctlError):
@@ -133,7 +132,7 @@ def check_cabling(
 ) -> CablingReport:
     """Every difference between `topo` and the planned cables of `plan`, one finding per cable.
 
-    `hca_names` (podctl.facts.hca_names) says what each node calls its HCAs; without it rail r is mlx5_<r-1>.
+    `hca_names` (podctl.derive.facts.hca_names) says what each node calls its HCAs; without it rail r is mlx5_<r-1>.
     `naming` adds the site's patterns for node descriptions, `anchors` the GUID of each (host, rail) HCA
     (podctl.ibfabric.identity); without them devices are named by the built-in patterns and their neighbours.
     """

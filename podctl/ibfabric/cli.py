@@ -22,20 +22,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from podctl.errors import EXIT_OK, EXIT_WARNINGS
-
-from .check import FabricCheckError
+from podctl.core.errors import EXIT_OK, EXIT_WARNINGS
+from podctl.ibfabric.check import FabricCheckError
 
 if TYPE_CHECKING:
-    from podctl.model import Fabric, HcaNames
-    from podctl.topology import FabricPlan
+    from podctl.core.model import Fabric, HcaNames
+    from podctl.derive.topology import FabricPlan
 
 
 def _plan(site_file: Path, fabric_name: str):
     """(fabric, its plan, its nodes' HCA names) of the site in `site_file`."""
-    from podctl.facts import hca_names
-    from podctl.site import load_site
-    from podctl.topology import plan_fabric
+    from podctl.derive.facts import hca_names
+    from podctl.derive.site import load_site
+    from podctl.derive.topology import plan_fabric
 
     site = load_site(site_file)
     fabric = site.fabrics.get(fabric_name)
@@ -69,8 +68,8 @@ def _identified(
     fab: Fabric, plan: FabricPlan, names: HcaNames, ibnetdiscover_file: Path | None, anchors_file: Path | None
 ) -> tuple[dict[str, str], dict[int, str]]:
     """(port and node GUID -> planned name, LID -> name) of the fabric's ibnetdiscover dump; empty without one."""
-    from .check import check_sources
-    from .identity import read_anchors
+    from podctl.ibfabric.check import check_sources
+    from podctl.ibfabric.identity import read_anchors
 
     if anchors_file is not None and ibnetdiscover_file is None:
         raise FabricCheckError("--anchors identifies the devices of an ibnetdiscover dump: give --ibnetdiscover too")
@@ -114,8 +113,8 @@ def check(
     output: str,
 ) -> None:
     """Compare ibnetdiscover / iblinkinfo output with the planned cables: one line per cable."""
-    from .check import check_sources
-    from .identity import read_anchors
+    from podctl.ibfabric.check import check_sources
+    from podctl.ibfabric.identity import read_anchors
 
     sources = [
         (str(p), fmt) for p, fmt in ((ibnetdiscover_file, "ibnetdiscover"), (iblinkinfo_file, "iblinkinfo")) if p
@@ -160,10 +159,9 @@ def check(
 @click.option("--fabric", "fabric_name", default="compute", show_default=True)
 def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     """Print what the tool would show for a pod cabled exactly as planned."""
+    from podctl.ibfabric.formats import topology_from_plan, write_iblinkinfo, write_ibnetdiscover
+    from podctl.ibfabric.lft import write_lfts
     from podctl.localize.routing import Router
-
-    from .formats import topology_from_plan, write_iblinkinfo, write_ibnetdiscover
-    from .lft import write_lfts
 
     fab, plan, names = _plan(site_file, fabric_name)
     topo = topology_from_plan(plan, fab.rate, names)
@@ -201,9 +199,9 @@ def routes(
     plan has no cable at, or a route to an HCA that turns up after coming down (a credit-loop
     risk). Everything is read on the tables; podctl's model stands in only for a switch the dump
     has no table (or entry) for, and the output says where."""
-    from .balance import route_balance
-    from .identity import naming_from_templates
-    from .lft import routes_from_dump
+    from podctl.ibfabric.balance import route_balance
+    from podctl.ibfabric.identity import naming_from_templates
+    from podctl.ibfabric.lft import routes_from_dump
 
     fab, plan, names = _plan(site_file, fabric_name)
     guid_names, lid_names = _identified(fab, plan, names, ibnetdiscover_file, anchors_file)
@@ -292,9 +290,9 @@ def counters(
 
     The thresholds are validate's (a link that went down counts at 1, symbol errors, link
     recoveries and receive errors past 10); clear the counters before the run they judge."""
-    from .counters import read_ibqueryerrors, read_perfquery
-    from .evidence import THRESHOLDS, counter_report
-    from .identity import naming_from_templates
+    from podctl.ibfabric.counters import read_ibqueryerrors, read_perfquery
+    from podctl.ibfabric.evidence import THRESHOLDS, counter_report
+    from podctl.ibfabric.identity import naming_from_templates
 
     if ibqueryerrors_file is None and perfquery_file is None:
         raise FabricCheckError("give the tools' output: --ibqueryerrors FILE and/or --perfquery FILE")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from .topofile import Device, End, Link, Topology, name_guid
+from podctl.ibfabric.topofile import Device, End, Link, Topology, name_guid
 
 
 def _link_at(topo: Topology, at: End) -> Link:

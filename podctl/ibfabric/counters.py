@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .identity import parse_guid
-from .topofile import (
+from podctl.ibfabric.identity import parse_guid
+from podctl.ibfabric.topofile import (
     CablingError,
     guid_key,
     is_command_echo,

@@ -1,12 +1,13 @@
-"""The network file of a sim pod's emulated fabric (podctl.facts: where ibsim runs, its sockets, and
+"""The network file of a sim pod's emulated fabric (podctl.derive.facts: where ibsim runs, its sockets, and
 where each SM attaches): the compute fabric cabled exactly as planned, what `podctl fabric
 topology` prints. podctl.sim.fabric serves it with ibsim beside the pod."""
 
 from __future__ import annotations
 
-from ..facts import EMULATED_FABRIC, cached_plan, hca_names
-from ..model import Site
-from .ibsim.network import network_from_plan
+from podctl.core.model import Site
+from podctl.derive.emulated import EMULATED_FABRIC
+from podctl.derive.facts import cached_plan, hca_names
+from podctl.ibfabric.ibsim.network import network_from_plan
 
 
 def network(site: Site) -> str:

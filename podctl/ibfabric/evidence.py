@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from podctl.core.model import HcaNames, hca_name
+from podctl.derive.topology import Cable, FabricPlan
+from podctl.ibfabric.counters import SYSFS_NAMES, Counters, PortCounters
+from podctl.ibfabric.identity import Naming
 from podctl.localize.localize import PortEvidence
-from podctl.model import HcaNames, hca_name
-from podctl.topology import Cable, FabricPlan
-
-from .counters import SYSFS_NAMES, Counters, PortCounters
-from .identity import Naming
 
 # Counter -> the value above which it is evidence.
 THRESHOLDS: Mapping[str, int] = {

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-from .iblinkinfo import parse_iblinkinfo, write_iblinkinfo
-from .ibnetdiscover import parse_ibnetdiscover, write_ibnetdiscover
-from .topofile import (
+from podctl.ibfabric.iblinkinfo import parse_iblinkinfo, write_iblinkinfo
+from podctl.ibfabric.ibnetdiscover import parse_ibnetdiscover, write_ibnetdiscover
+from podctl.ibfabric.topofile import (
     LANE_GBPS,
     MAX_LINE,
     CablingError,

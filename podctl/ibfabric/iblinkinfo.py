@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .topofile import (
+from podctl.ibfabric.topofile import (
     LANE_GBPS,
     CablingError,
     Device,

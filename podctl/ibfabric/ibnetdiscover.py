@@ -15,7 +15,7 @@ import itertools
 import re
 from collections.abc import Iterable
 
-from .topofile import (
+from podctl.ibfabric.topofile import (
     CablingError,
     Device,
     Sighting,

@@ -44,10 +44,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from podctl.model import HcaNames
-from podctl.topology import FabricPlan
-
-from .topofile import CablingError, End, Topology, numbered_lines, planned_ends, read_text
+from podctl.core.model import HcaNames
+from podctl.derive.topology import FabricPlan
+from podctl.ibfabric.topofile import CablingError, End, Topology, numbered_lines, planned_ends, read_text
 
 Anchors = Mapping[tuple[str, int], int]  # (host, rail) -> GUID of the HCA's port, or its node GUID
 # The IB NodeDescription is 64 bytes; a node-name-map may give longer names. Site patterns, which
@@ -165,7 +164,7 @@ class Naming:
 # braces, the rest literal. Each placeholder matches a bounded run of characters, so a
 # pattern takes bounded time on any description (a site cannot write a pattern that backtracks
 # for ever).
-TEMPLATE_PLACEHOLDERS = {  # one per podctl.model.NAMING_PLACEHOLDERS
+TEMPLATE_PLACEHOLDERS = {  # one per podctl.core.model.NAMING_PLACEHOLDERS
     "name": r"(?P<name>\S{1,64})",
     "host": r"(?P<host>[A-Za-z0-9._-]{1,63})",
     "hca": r"(?P<hca>[A-Za-z0-9_.-]{1,32})",
@@ -272,7 +271,7 @@ def parse_anchors(text: str, source: str = "<anchors>") -> dict[tuple[str, int],
 
 
 def node_anchors(host: str, hcas: Sequence[str], guids: Mapping[str, int]) -> dict[tuple[str, int], int]:
-    """One node's anchors: rail r is `hcas[r - 1]` (podctl.facts.hca_names), `guids` maps an HCA name to the GUID
+    """One node's anchors: rail r is `hcas[r - 1]` (podctl.derive.facts.hca_names), `guids` maps an HCA name to the GUID
     read on the node (`parse_guid` of /sys/class/infiniband/<hca>/ports/1/gids/0 or node_guid)."""
     return {(host, rail): guids[hca] for rail, hca in enumerate(hcas, start=1) if hca in guids}
 

@@ -47,11 +47,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from podctl.model import HcaNames, hca_name
-from podctl.topology import FabricPlan
-
-from .identity import Naming, PlannedNames, parse_guid
-from .topofile import (
+from podctl.core.model import HcaNames, hca_name
+from podctl.derive.topology import FabricPlan
+from podctl.ibfabric.identity import Naming, PlannedNames, parse_guid
+from podctl.ibfabric.topofile import (
     CablingError,
     Topology,
     guid_key,

@@ -30,9 +30,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from podctl.errors import PodctlError
-from podctl.model import HcaNames, hca_name
-from podctl.topology import Cable, FabricPlan, name_guid
+from podctl.core.errors import PodctlError
+from podctl.core.model import HcaNames, hca_name
+from podctl.derive.topology import Cable, FabricPlan, name_guid
 
 # Lane signalling rate, in Gbps, that iblinkinfo prints for each IB generation.
 LANE_GBPS: dict[str, float] = {
@@ -149,7 +149,7 @@ def need_guid(device: Device) -> int:
 
 
 def hca_desc(host: str, rail: int, names: HcaNames | None = None) -> str:
-    """The node description of `host`'s HCA on `rail` (1-based), named as `names` says (podctl.facts.hca_names)."""
+    """The node description of `host`'s HCA on `rail` (1-based), named as `names` says (podctl.derive.facts.hca_names)."""
     return f"{host} {hca_name(host, rail, names)}"
 
 

@@ -52,11 +52,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from podctl.model import HcaNames, hca_name
-from podctl.topology import Cable, FabricPlan
-
-from .routing import Router
-from .schedule import Test, cross_su_matching
+from podctl.core.model import HcaNames, hca_name
+from podctl.derive.topology import Cable, FabricPlan
+from podctl.localize.routing import Router
+from podctl.localize.schedule import Test, cross_su_matching
 
 Element = str | int  # a hostname, or a cable of the plan by its Router id
 
@@ -77,7 +76,7 @@ class Tester(Protocol):
 def link_ends(cable: Cable, hca_names: HcaNames | None = None) -> tuple[str, str]:
     """Both ends of a cable as people read them off a fabric: `dgx005 mlx5_4`, `ib-leaf-su01-r3[5]`.
 
-    `hca_names` (podctl.facts.hca_names) says what each node calls its HCAs; without it rail r is mlx5_<r-1>.
+    `hca_names` (podctl.derive.facts.hca_names) says what each node calls its HCAs; without it rail r is mlx5_<r-1>.
     """
     if cable.tier == "node-leaf":
         lower = f"{cable.lower.device} {hca_name(cable.lower.device, cable.lower.port, hca_names)}"

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from podctl.topology import Cable, FabricPlan
+from podctl.derive.topology import Cable, FabricPlan
 
 TIERS = ("leaf", "spine", "core")
 # switch name -> (host, rail) -> output port: the subnet manager's tables, placed on the plan

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from podctl.topology import FabricPlan
+from podctl.derive.topology import FabricPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Test:
     """One test: an NCCL all-to-all over `nodes`, or ib_write_bw for a pair.
 
     `rail` restricts the test to one rail (1-based; NCCL_IB_HCA names that
-    rail's HCA, `podctl.model.hca_name`: mlx5_<rail-1> unless the profile's
+    rail's HCA, `podctl.core.model.hca_name`: mlx5_<rail-1> unless the profile's
     `compute_hcas.names` says otherwise); None uses every rail. `per_rail` (pairs only) asks for one figure per
     rail, from concurrent per-HCA runs, instead of one for the whole test.
     """

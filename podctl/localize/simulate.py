@@ -28,12 +28,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from podctl.model import IB_RATES_GBPS
-from podctl.topology import Cable, FabricPlan
-
-from .localize import PortEvidence, Result
-from .routing import Router
-from .schedule import Test, check_disjoint
+from podctl.core.model import IB_RATES_GBPS
+from podctl.derive.topology import Cable, FabricPlan
+from podctl.localize.localize import PortEvidence, Result
+from podctl.localize.routing import Router
+from podctl.localize.schedule import Test, check_disjoint
 
 SLOW_FACTOR = 0.5
 FAULT_KINDS = ("slow-node", "slow-link", "dead-port")

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from ..cliopts import load_site_and_key, private_key_option, report_option, site_argument
-from ..console import make_console, styled
+from podctl.cliopts import load_site_and_key, private_key_option, report_option, site_argument
+from podctl.core.console import make_console, styled
 
 
 @click.group()
@@ -32,9 +32,9 @@ def recheck(site_file: Path, hostlist: str, any_reason: bool, report_dir: Path, 
     with the partners. Nodes that pass are resumed; the others stay drained with the new
     reason. Exit 0 when every node rechecked was resumed, 1 otherwise, 2 on a usage error.
     """
-    from ..hostlist import HostlistError, expand
-    from ..validate.report import print_summary, report_folder
-    from .recheck import recheck as run_recheck
+    from podctl.core.hostlist import HostlistError, expand
+    from podctl.operate.recheck import recheck as run_recheck
+    from podctl.validate.report import print_summary, report_folder
 
     try:
         hosts = expand(hostlist)
@@ -66,7 +66,7 @@ def recheck(site_file: Path, hostlist: str, any_reason: bool, report_dir: Path, 
 def status(site_file: Path, as_json: bool, private_key: Path | None) -> None:
     """The pod at a glance: Slurm state and drain reason, last health result and last
     certification of each compute node, and the alerts firing in Prometheus."""
-    from .status import age, iso_age, pod_status
+    from podctl.operate.status import age, iso_age, pod_status
 
     site, key = load_site_and_key(site_file, private_key)
     pod = pod_status(site, key)

@@ -20,15 +20,15 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..hostlist import fold as fold_hostlist
-from ..model import Role, Site
-from ..nodehealth import GATE_PROGRAM
-from ..remote import Nodes, command_line, site_nodes
-from ..validate.certify import SiteCertification, certify_site
-from ..validate.local import ValidationError
-from ..validate.pod import pick_partners
-from ..validate.request import Progress, ValidateRequest
-from ..validate.slurm import NodeState, SlurmError, SlurmJobs
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Role, Site
+from podctl.derive.nodehealth import GATE_PROGRAM
+from podctl.runtime.remote import Nodes, command_line, site_nodes
+from podctl.validate.certify import SiteCertification, certify_site
+from podctl.validate.local import ValidationError
+from podctl.validate.pod import pick_partners
+from podctl.validate.request import Progress, ValidateRequest
+from podctl.validate.slurm import NodeState, SlurmError, SlurmJobs
 
 # A recheck's maintenance reservation; long enough for a quick burn-in and the paired collectives.
 RESERVATION_MINUTES = 120
@@ -132,7 +132,7 @@ def _validate_in_reservation(
     progress: Progress,
     out: Recheck,
 ) -> None:
-    from ..facts import Facts
+    from podctl.derive.facts import Facts
 
     idle = tuple(h for h, s in states.items() if s.idle and h not in candidates)
     partners = pick_partners(Facts(site).plans.get("compute"), tuple(candidates), idle)

@@ -8,7 +8,7 @@ Every source may be missing or broken (a node unreachable, a record never writte
 down); the status says so in place of the figure and never stops at the first gap.
 
 Prometheus is asked on its own host, over SSH, by the program the monitoring role installs there
-(podctl.facts.MONITORING_QUERY_PROGRAM), with the monitoring password that the role keeps on this
+(podctl.derive.facts.MONITORING_QUERY_PROGRAM), with the monitoring password that the role keeps on this
 controller: the password goes in on the program's standard input, never on a command line, which
 every user of that host can read in the process list.
 """
@@ -23,13 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .. import state
-from ..facts import MONITORING_QUERY_PROGRAM
-from ..model import Role, Site
-from ..nodehealth import GATE_STATE
-from ..remote import Nodes, RemoteResult, site_nodes
-from ..validate.ledger import CERT_RECORD
-from ..validate.slurm import NodeState, SlurmError, SlurmJobs
+from podctl.core import state
+from podctl.core.model import Role, Site
+from podctl.derive.facts import MONITORING_QUERY_PROGRAM
+from podctl.derive.nodehealth import GATE_STATE
+from podctl.runtime.remote import Nodes, RemoteResult, site_nodes
+from podctl.validate.ledger import CERT_RECORD
+from podctl.validate.slurm import NodeState, SlurmError, SlurmJobs
 
 SEPARATOR = "----podctl-status----"
 ALERTS_COMMAND = f"{MONITORING_QUERY_PROGRAM} prometheus /api/v1/alerts"

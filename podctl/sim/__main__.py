@@ -1,3 +1,3 @@
-from .cli import main
+from podctl.sim.cli import main
 
 main()

@@ -18,19 +18,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from .. import platforms, state
-from ..cliopts import CommandGroup, verbose_option
-from ..console import make_console, styled
-from ..hostlist import HostlistError, expand
-from ..ibfabric.ibsim import guard
-from . import fabric as fabric_mod
-from . import fault as faults_mod
-from . import pod as pod_mod
-from .errors import SimError
-from .image import Recipe, ensure_image, find_image, recipe_for
-from .podman import Podman
-from .preflight import preflight
-from .spec import pod_spec
+from podctl.cliopts import CommandGroup, verbose_option
+from podctl.core import platforms, state
+from podctl.core.console import make_console, styled
+from podctl.core.hostlist import HostlistError, expand
+from podctl.ibfabric.ibsim import guard
+from podctl.sim import fabric as fabric_mod
+from podctl.sim import fault as faults_mod
+from podctl.sim import pod as pod_mod
+from podctl.sim.errors import SimError
+from podctl.sim.image import Recipe, ensure_image, find_image, recipe_for
+from podctl.sim.podman import Podman
+from podctl.sim.preflight import preflight
+from podctl.sim.spec import pod_spec
 
 err_console = make_console(stderr=True)
 out_console = make_console()
@@ -74,11 +74,11 @@ def _podman(command: str) -> Podman:
     return Podman(tools.podman, tools.runc)
 
 
-def _load_site(path: str):  # -> podctl.model.Site
+def _load_site(path: str):  # -> podctl.core.model.Site
     try:
-        from podctl.site import load_site
-    except ImportError as exc:  # pragma: no cover - only while podctl.site is being written
-        raise SimError(f"cannot load {path}: podctl.site is not available ({exc})") from exc
+        from podctl.derive.site import load_site
+    except ImportError as exc:  # pragma: no cover - only while podctl.derive.site is being written
+        raise SimError(f"cannot load {path}: podctl.derive.site is not available ({exc})") from exc
     return load_site(path)
 
 

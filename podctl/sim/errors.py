@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podctl.errors import PodctlError
+from podctl.core.errors import PodctlError
 
 
 class SimError(PodctlError):

@@ -34,16 +34,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from podctl.model import Site
-
-from .. import facts, state
-from ..facts import cached_plan, hca_names
-from ..fsio import atomic_write
-from ..ibfabric import emulated
-from ..ibfabric.ibsim import IbsimError, SimulatedFabric, guard, set_link_rate, swap_cables
-from ..ibfabric.ibsim.process import tool_path
-from .errors import SimError
-from .podman import Podman, container_name
+from podctl.core import state
+from podctl.core.fsio import atomic_write
+from podctl.core.model import Site
+from podctl.derive.emulated import (
+    EMULATED_FABRIC,
+    EMULATED_SM_SERVICE,
+    UMAD2SIM_PROGRAM,
+    emulated_server,
+    has_emulated_fabric,
+)
+from podctl.derive.facts import cached_plan, hca_names
+from podctl.ibfabric import emulated
+from podctl.ibfabric.ibsim import IbsimError, SimulatedFabric, guard, set_link_rate, swap_cables
+from podctl.ibfabric.ibsim.process import tool_path
+from podctl.sim.errors import SimError
+from podctl.sim.podman import Podman, container_name
 
 FAULTS_FILE = "faults.json"
 SERVER_FILE = "server.json"
@@ -76,7 +82,7 @@ def _netns(pid: int) -> str:
 
 def _server(podman: Podman, site: Site) -> tuple[str, int]:
     """(container, pid) of the SM host whose namespace serves the fabric."""
-    return _container_pid(podman, facts.emulated_server(site), container_name(site.name, facts.emulated_server(site)))
+    return _container_pid(podman, emulated_server(site), container_name(site.name, emulated_server(site)))
 
 
 def _server_of(podman: Podman, pod: str) -> tuple[str, int]:
@@ -107,7 +113,7 @@ def running(pod: str) -> SimulatedFabric | None:
 
 def up(podman: Podman, site: Site) -> FabricUp | None:
     """Start the pod's fabric, or keep the one running; None when the site has none to serve."""
-    if not facts.has_emulated_fabric(site):
+    if not has_emulated_fabric(site):
         return None
     started = time.monotonic()
     folder = fabric_dir(site.name)
@@ -117,7 +123,7 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
     folder.chmod(0o700)
     # What `sim fault` names cables by, and whose namespace to start ibsim in again.
     _write_cables(folder, pod_cables(site))
-    atomic_write(folder / SERVER_FILE, json.dumps({"host": facts.emulated_server(site)}) + "\n")
+    atomic_write(folder / SERVER_FILE, json.dumps({"host": emulated_server(site)}) + "\n")
     current = running(site.name)
     action = "started"
     if current is not None:
@@ -126,7 +132,7 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
         if same_plan and _netns(current.pid) == _netns(pid) and current.root_only and current.remote_port:
             # Root in the container may have removed the table (nothing else there can): loaded again.
             _guard(pid, current.remote_port)
-            return FabricUp("kept", facts.emulated_server(site), current.remote_port, 0.0)
+            return FabricUp("kept", emulated_server(site), current.remote_port, 0.0)
     # An OpenSM deployed before (a kept SM host) holds a client of the old ibsim, or of none: it
     # stops before the new ibsim binds the ports, and starts again on it.
     sm_ran = _stop_sm(podman, container)
@@ -140,7 +146,7 @@ def up(podman: Podman, site: Site) -> FabricUp | None:
     finally:
         if sm_ran:
             _start_sm_unit(podman, container)
-    return FabricUp(action, facts.emulated_server(site), fabric.remote_port or 0, time.monotonic() - started)
+    return FabricUp(action, emulated_server(site), fabric.remote_port or 0, time.monotonic() - started)
 
 
 def serve(network: str, folder: Path, netns_pid: int) -> SimulatedFabric:
@@ -190,8 +196,8 @@ class PodCable:
 
 def pod_cables(site: Site) -> list[PodCable]:
     """Every planned cable of the emulated fabric, as `sim fault` names them."""
-    plan = cached_plan(site.fabrics[facts.EMULATED_FABRIC])
-    names = hca_names(site, facts.EMULATED_FABRIC)
+    plan = cached_plan(site.fabrics[EMULATED_FABRIC])
+    names = hca_names(site, EMULATED_FABRIC)
     out = []
     for cable in plan.cables:
         switch: End = (cable.upper.device, cable.upper.port)
@@ -370,7 +376,7 @@ def _stop_sm(podman: Podman, container: str) -> bool:
     ibsim binds the old one's ports, so a client of the old one left running reaches it: OpenSM, on
     its way out, asks it to clear IsSM for a client slot it never attached, and ibsim 0.12 follows
     that slot's NULL port (seen: a segfault in libibmad, on a sim pod and in a namespace alone)."""
-    unit = f"{facts.EMULATED_SM_SERVICE}.service"
+    unit = f"{EMULATED_SM_SERVICE}.service"
     if podman.run(["exec", container, "systemctl", "is-active", "--quiet", unit], check=False).returncode != 0:
         return False
     podman.run(["exec", container, "systemctl", "stop", unit])
@@ -378,7 +384,7 @@ def _stop_sm(podman: Podman, container: str) -> bool:
 
 
 def _start_sm_unit(podman: Podman, container: str) -> None:
-    podman.run(["exec", container, "systemctl", "start", f"{facts.EMULATED_SM_SERVICE}.service"], check=False)
+    podman.run(["exec", container, "systemctl", "start", f"{EMULATED_SM_SERVICE}.service"], check=False)
 
 
 def start_sm(podman: Podman, container: str, timeout_s: float = SM_MASTER_S) -> None:
@@ -386,7 +392,7 @@ def start_sm(podman: Podman, container: str, timeout_s: float = SM_MASTER_S) -> 
     _start_sm_unit(podman, container)
     deadline = time.monotonic() + timeout_s
     while True:
-        proc = podman.run(["exec", container, facts.UMAD2SIM_PROGRAM, "sminfo"], check=False)
+        proc = podman.run(["exec", container, UMAD2SIM_PROGRAM, "sminfo"], check=False)
         if "SMINFO_MASTER" in proc.stdout:
             return
         if time.monotonic() > deadline:

@@ -15,11 +15,11 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from .. import state
-from . import health
-from .errors import SimError
-from .health import Deadline
-from .podman import LABEL_ADDRESS, ContainerInfo, Podman
+from podctl.core import state
+from podctl.sim import health
+from podctl.sim.errors import SimError
+from podctl.sim.health import Deadline
+from podctl.sim.podman import LABEL_ADDRESS, ContainerInfo, Podman
 
 # tc's rate units (see tc(8)): bits or bytes per second, SI or IEC prefixes.
 _RATE_UNITS: dict[str, float] = {

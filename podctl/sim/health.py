@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .podman import Podman
-from .spec import host_key_options
+from podctl.sim.podman import Podman
+from podctl.sim.spec import host_key_options
 
 GOOD_SYSTEMD_STATES = ("running", "degraded")
 # States a booted systemd does not leave by itself.

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..fsio import atomic_write
+from podctl.core.fsio import atomic_write
 
 CONTAINERS_CONF = Path("/etc/containers/containers.conf")
 

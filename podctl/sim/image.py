@@ -1,4 +1,4 @@
-"""The node images: one per supported Debian release (podctl.platforms), from
+"""The node images: one per supported Debian release (podctl.core.platforms), from
 debootstrap, a few files baked in, imported into podman.  No registry can be
 reached here, so they are built locally.
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import state
-from ..platforms import Platform
-from .errors import SimError
-from .podman import LABEL_IMAGE, LABEL_PLATFORM, LABEL_RECIPE, Podman
+from podctl.core import state
+from podctl.core.platforms import Platform
+from podctl.sim.errors import SimError
+from podctl.sim.podman import LABEL_IMAGE, LABEL_PLATFORM, LABEL_RECIPE, Podman
 
 IMAGE_REPO = "localhost/podctl-sim-node"
 IMAGE_KIND = "sim-node"
@@ -141,7 +141,7 @@ class BakedFile:
 
 @dataclass(frozen=True)
 class Recipe:
-    platform: str  # podctl.platforms key: debian-13
+    platform: str  # podctl.core.platforms key: debian-13
     suite: str
     variant: str
     mirror: str

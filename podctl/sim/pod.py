@@ -18,16 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from podctl.model import Site
-
-from .. import platforms, state
-from ..fsio import atomic_write
-from . import fabric as fabric_mod
-from . import health
-from .errors import SimError
-from .health import Deadline
-from .image import ensure_image, prune_old_images, recipe_for
-from .podman import (
+from podctl.core import platforms, state
+from podctl.core.fsio import atomic_write
+from podctl.core.model import Site
+from podctl.sim import fabric as fabric_mod
+from podctl.sim import health
+from podctl.sim.errors import SimError
+from podctl.sim.health import Deadline
+from podctl.sim.image import ensure_image, prune_old_images, recipe_for
+from podctl.sim.podman import (
     LABEL_ADDRESS,
     LABEL_PLATFORM,
     LABEL_POD,
@@ -40,8 +39,17 @@ from .podman import (
     owned_by,
     pod_filter,
 )
-from .preflight import check_disk, check_inotify, check_neighbours
-from .spec import NodeSpec, PodSpec, create_args, hosts_file, network_create_args, pod_spec, spec_label, ssh_config
+from podctl.sim.preflight import check_disk, check_inotify, check_neighbours
+from podctl.sim.spec import (
+    NodeSpec,
+    PodSpec,
+    create_args,
+    hosts_file,
+    network_create_args,
+    pod_spec,
+    spec_label,
+    ssh_config,
+)
 
 # A kept container gets this long to prove it is healthy before it is replaced.
 KEEP_CHECK_S = 15.0

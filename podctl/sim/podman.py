@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import SimError
+from podctl.sim.errors import SimError
 
 LABEL_POD = "io.podctl.pod"
 LABEL_SITE = "io.podctl.site"
@@ -24,7 +24,7 @@ LABEL_ADDRESS = "io.podctl.address"
 LABEL_SPEC = "io.podctl.spec"
 LABEL_RECIPE = "io.podctl.recipe"
 LABEL_IMAGE = "io.podctl.image"
-LABEL_PLATFORM = "io.podctl.platform"  # a node image's and a node's OS: podctl.platforms key, debian-13
+LABEL_PLATFORM = "io.podctl.platform"  # a node image's and a node's OS: podctl.core.platforms key, debian-13
 
 
 def container_name(pod: str, hostname: str) -> str:

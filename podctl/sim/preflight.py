@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SimError
+from podctl.sim.errors import SimError
 
 SETUP_HINT = "or run .ci/sim-setup.sh, which installs and configures everything the sim needs"
 

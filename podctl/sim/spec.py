@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from podctl.hostlist import HostlistError, expand
-from podctl.hostlist import fold as fold_hostlist
-from podctl.model import Site
-from podctl.platforms import Platform
-
-from .errors import SimError
-from .podman import (
+from podctl.core.hostlist import HostlistError, expand
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Site
+from podctl.core.platforms import Platform
+from podctl.sim.errors import SimError
+from podctl.sim.podman import (
     LABEL_ADDRESS,
     LABEL_NODE,
     LABEL_PLATFORM,

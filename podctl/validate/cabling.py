@@ -24,16 +24,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..facts import cached_plan, hca_names
-from ..hostlist import fold as fold_hostlist
-from ..ibfabric.check import CableFinding, CablingReport, FabricCheckError, check_sources, planned_ends
-from ..ibfabric.identity import Anchors, node_anchors, parse_guid
-from ..localize.routing import Forwarding
-from ..model import Site
-from ..remote import Nodes
-from ..topology import SWITCH_TIERS, FabricPlan
-from .envelope import envelope, finding
-from .judge import CheckRun
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Site
+from podctl.derive.facts import cached_plan, hca_names
+from podctl.derive.topology import SWITCH_TIERS, FabricPlan
+from podctl.ibfabric.check import CableFinding, CablingReport, FabricCheckError, check_sources, planned_ends
+from podctl.ibfabric.identity import Anchors, node_anchors, parse_guid
+from podctl.localize.routing import Forwarding
+from podctl.runtime.remote import Nodes
+from podctl.validate.envelope import envelope, finding
+from podctl.validate.judge import CheckRun
 
 FABRIC = "compute"
 _PORT_END = re.compile(r"^(.*)\[(\d+)\]$")
@@ -211,9 +211,9 @@ def names_by_guid(site: Site, ibnetdiscover: Path | None, anchors: Anchors | Non
 def _follow_routes(site: Site, lfts: Path, names: dict[str, str]):  # type: ignore[no-untyped-def]
     """(tables, RouteCheck) of `lfts` placed on the compute fabric's plan; FabricCheckError when the
     file cannot be read or placed at all."""
-    from ..ibfabric.identity import naming_from_templates
-    from ..ibfabric.lft import routes_from_dump
-    from ..ibfabric.topofile import CablingError
+    from podctl.ibfabric.identity import naming_from_templates
+    from podctl.ibfabric.lft import routes_from_dump
+    from podctl.ibfabric.topofile import CablingError
 
     fabric = site.fabrics.get(FABRIC)
     if fabric is None:

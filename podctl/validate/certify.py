@@ -20,23 +20,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, state
-from ..facts import Facts
-from ..hostlist import fold as fold_hostlist
-from ..inventory import write_inventory
-from ..localize.localize import PortEvidence
-from ..localize.routing import Forwarding
-from ..model import Site
-from ..remote import Nodes, site_nodes
-from ..secrets import vault_env
-from ..topology import FabricPlan
-from .fabric_inputs import FabricEvidence, read_fabric
-from .figures import FIGURES
-from .judge import Certification, CheckRun, judge
-from .ledger import record_certifications
-from .local import ValidationError, scratch_dir
-from .nccl import NcclOutcome, NcclSpec, run_nccl
-from .pod import (
+from podctl import __version__
+from podctl.core import state
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Site
+from podctl.derive.facts import Facts
+from podctl.derive.inventory import write_inventory
+from podctl.derive.secrets import vault_env
+from podctl.derive.topology import FabricPlan
+from podctl.localize.localize import PortEvidence
+from podctl.localize.routing import Forwarding
+from podctl.runtime.remote import Nodes, site_nodes
+from podctl.validate.fabric_inputs import FabricEvidence, read_fabric
+from podctl.validate.figures import FIGURES
+from podctl.validate.judge import Certification, CheckRun, judge
+from podctl.validate.ledger import record_certifications
+from podctl.validate.local import ValidationError, scratch_dir
+from podctl.validate.nccl import NcclOutcome, NcclSpec, run_nccl
+from podctl.validate.pod import (
     PodTarget,
     drain_failing,
     fabric_layout,
@@ -50,10 +51,10 @@ from .pod import (
     target,
     uniform_profile,
 )
-from .portcounters import port_counter_runs, port_evidence
-from .report import write_report
-from .request import Progress, ValidateRequest
-from .slurm import SlurmError, SlurmJobs
+from podctl.validate.portcounters import port_counter_runs, port_evidence
+from podctl.validate.report import write_report
+from podctl.validate.request import Progress, ValidateRequest
+from podctl.validate.slurm import SlurmError, SlurmJobs
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ def _conformance(
     progress: Progress,
 ) -> list[CheckRun]:
     """The conformance suite's runs: the inventory podctl would write, checked on every host."""
-    from .conformance.run import run_conformance
+    from podctl.validate.conformance.run import run_conformance
 
     site = pod.site
     progress("conformance: rendering the inventory and the configs podctl would write ...")

@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import click
 
-from ..cliopts import (
+from podctl.cliopts import (
     fabric_dumps_options,
     full_drift_option,
     load_site_and_key,
@@ -20,13 +20,13 @@ from ..cliopts import (
     report_option,
     vault_options,
 )
-from ..console import make_console, styled
-from ..suggest import did_you_mean
-from .figures import LOCAL_SUITES, SUITE_ALIASES, SUITES
-from .judge import CheckRun
-from .local import BURNIN_PROFILES, LocalCheck
-from .report import print_summary
-from .request import LocalRequest
+from podctl.core.console import make_console, styled
+from podctl.core.suggest import did_you_mean
+from podctl.validate.figures import LOCAL_SUITES, SUITE_ALIASES, SUITES
+from podctl.validate.judge import CheckRun
+from podctl.validate.local import BURNIN_PROFILES, LocalCheck
+from podctl.validate.report import print_summary
+from podctl.validate.request import LocalRequest
 
 EXIT_NOT_CERTIFIED = 1
 
@@ -50,7 +50,7 @@ def _suites(value: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
 def _hostlist(text: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
-    from ..hostlist import HostlistError, expand
+    from podctl.core.hostlist import HostlistError, expand
 
     try:
         hosts = expand(text)
@@ -167,9 +167,9 @@ def validate(
     _refuse(local_only, "is for --local; a site's nodes use their profiles and the validation-tools virtualenv")
     chosen, hosts = _suites(suites, SUITES), _hostlist(only)
     # Reaching the nodes needs the deploy extra (paramiko): imported once the options are known good.
-    from .certify import certify_site
-    from .fabric_inputs import FabricDumps
-    from .request import ValidateRequest
+    from podctl.validate.certify import certify_site
+    from podctl.validate.fabric_inputs import FabricDumps
+    from podctl.validate.request import ValidateRequest
 
     site, key = load_site_and_key(site_file, private_key)
     request = ValidateRequest(
@@ -204,7 +204,7 @@ def validate(
 
 
 def _certify_local(request: LocalRequest) -> NoReturn:
-    from .local import certify_local
+    from podctl.validate.local import certify_local
 
     console = make_console(stderr=True)
 

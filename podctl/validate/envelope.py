@@ -73,7 +73,7 @@ def broken_envelope(check: str, host: str, message: str) -> dict[str, Any]:
 
 def note_dropped(result: dict[str, Any], note: str) -> dict[str, Any]:
     """`result` with a warning that podctl kept only the end of what the node printed (`note`, from
-    podctl.remote.RemoteResult.dropped_note; nothing when it is empty)."""
+    podctl.runtime.remote.RemoteResult.dropped_note; nothing when it is empty)."""
     if note:
         result.setdefault("findings", []).append(finding(note, severity="warning"))
     return result

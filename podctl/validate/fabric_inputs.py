@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..model import Site
-from .judge import CheckRun
+from podctl.core.model import Site
+from podctl.validate.judge import CheckRun
 
 if TYPE_CHECKING:
-    from ..localize.routing import Forwarding
-    from ..remote import Nodes
-    from .fabric_tools import Collected
-    from .request import Progress
+    from podctl.localize.routing import Forwarding
+    from podctl.runtime.remote import Nodes
+    from podctl.validate.fabric_tools import Collected
+    from podctl.validate.request import Progress
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,8 @@ class FabricEvidence:
 def collects_fabric(site: Site, dumps: FabricDumps) -> bool:
     """Whether validate reads the fabric tools itself: on a sim pod whose emulated fabric has an SM
     host, when no tool output was given."""
-    from ..facts import has_emulated_fabric
-    from ..state import sim_pod
+    from podctl.core.state import sim_pod
+    from podctl.derive.emulated import has_emulated_fabric
 
     given = (dumps.ibnetdiscover, dumps.iblinkinfo, dumps.ibqueryerrors, dumps.lfts)
     return all(g is None for g in given) and has_emulated_fabric(site) and sim_pod(site)
@@ -77,8 +77,8 @@ def cabling(site: Site, dumps: FabricDumps, nodes: Nodes) -> tuple[list[CheckRun
     the forwarding tables' switches and HCAs)."""
     if not (dumps.ibnetdiscover or dumps.iblinkinfo):
         return [], [], {}
-    from ..ibfabric.identity import read_anchors
-    from .cabling import cabling_runs, names_by_guid, node_anchors_over_ssh
+    from podctl.ibfabric.identity import read_anchors
+    from podctl.validate.cabling import cabling_runs, names_by_guid, node_anchors_over_ssh
 
     if dumps.anchors is not None:
         anchors, notes = read_anchors(str(dumps.anchors)), []
@@ -105,7 +105,7 @@ def read_fabric(site: Site, dumps: FabricDumps, nodes: Nodes, workdir: Path, pro
     if collects_fabric(site, dumps):
         # A sim pod's fabric is ibsim's: its SM host runs the real tools against it, as a person
         # would on a pod, and their output is judged as the files given with the options.
-        from .fabric_tools import collect
+        from podctl.validate.fabric_tools import collect
 
         collected = collect(site, nodes, workdir / "fabric", progress)
         files = collected.files
@@ -114,13 +114,13 @@ def read_fabric(site: Site, dumps: FabricDumps, nodes: Nodes, workdir: Path, pro
     runs, notes, guid_names = cabling(site, dumps, nodes)
     forwarding = None
     if collected is not None and dumps.lfts is not None:
-        from .cabling import routes_run
+        from podctl.validate.cabling import routes_run
 
         run, forwarding, route_notes = routes_run(site, dumps.lfts, guid_names)
         runs.append(run)
         notes += route_notes
     elif dumps.lfts is not None:
-        from .cabling import subnet_manager_routes
+        from podctl.validate.cabling import subnet_manager_routes
 
         forwarding, route_notes = subnet_manager_routes(site, dumps.lfts, guid_names)
         notes += route_notes

@@ -1,9 +1,9 @@
 """The fabric tools' output on a sim pod, collected on its SM host: what `podctl validate` is
 otherwise given with --ibnetdiscover, --iblinkinfo, --lfts and --ibqueryerrors.
 
-On a pod `podctl sim up` made (podctl.state.sim_pod), the compute fabric is ibsim's and the SM host
+On a pod `podctl sim up` made (podctl.core.state.sim_pod), the compute fabric is ibsim's and the SM host
 runs the real infiniband-diags against it through the fabric role's `podctl-umad2sim`
-(podctl.facts.UMAD2SIM_PROGRAM: umad2sim preloaded, attached where that host's OpenSM is). Each
+(podctl.derive.emulated.UMAD2SIM_PROGRAM: umad2sim preloaded, attached where that host's OpenSM is). Each
 tool's output is kept in the report folder (`fabric/<name>.txt`), read by the same checks as a
 real pod's files: cabling, the subnet manager's routes, port counters.
 """
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..facts import UMAD2SIM_PROGRAM, emulated_server
-from ..ibfabric.check import FabricCheckError
-from ..model import Site
-from ..remote import Nodes, command_line
+from podctl.core.model import Site
+from podctl.derive.emulated import UMAD2SIM_PROGRAM, emulated_server
+from podctl.ibfabric.check import FabricCheckError
+from podctl.runtime.remote import Nodes, command_line
 
 # (name, argv): the name is the validate option the output stands for.
 TOOLS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -30,7 +30,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from .judge import Certification, CheckRun, Verdict
+from podctl.validate.judge import Certification, CheckRun, Verdict
 
 PASS, FAIL, MISSING = "#2a9d8f", "#e63946", "#bbbbbb"
 # How many failing entries and outliers are listed in full; the rest are counted.

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Profile, Reference, ThresholdOverride
-from .figures import FIGURES, NCCL_TESTS_CHECK, Figure
+from podctl.core.model import Profile, Reference, ThresholdOverride
+from podctl.validate.figures import FIGURES, NCCL_TESTS_CHECK, Figure
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..remote import Nodes
-from .judge import Certification
+from podctl.runtime.remote import Nodes
+from podctl.validate.judge import Certification
 
 CERT_RECORD = "/var/lib/podctl/certification.json"
 

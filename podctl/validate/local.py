@@ -21,15 +21,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..assets import validation_package
-from ..errors import PodctlError
-from ..model import Profile
-from ..nodehealth import health_argv
-from .envelope import broken_envelope, parse_envelope
-from .figures import suite_of
-from .judge import Certification, CheckRun, effective_reference, judge
-from .request import LocalRequest
+from podctl import __version__
+from podctl.core.assets import validation_package
+from podctl.core.errors import PodctlError
+from podctl.core.model import Profile
+from podctl.derive.nodehealth import health_argv
+from podctl.validate.envelope import broken_envelope, parse_envelope
+from podctl.validate.figures import suite_of
+from podctl.validate.judge import Certification, CheckRun, effective_reference, judge
+from podctl.validate.request import LocalRequest
 
 BURNIN_PROFILES = ("quick", "long")
 
@@ -150,7 +150,7 @@ def default_python() -> str:
 
 def scratch_dir(report_dir: Path) -> Path:
     """A new folder for this run's raw outputs, under the report's raw/ (checked before any check runs)."""
-    from .report import report_folder
+    from podctl.validate.report import report_folder
 
     return Path(tempfile.mkdtemp(prefix="run-", dir=report_folder(report_dir).folder("raw")))
 
@@ -168,8 +168,8 @@ class LocalCertification:
 def certify_local(request: LocalRequest, on_event: OnEvent) -> LocalCertification:
     """Run the request's suites on this host, judge them against its profile's reference, and write
     the report into request.report_dir."""
-    from ..site import builtin_profiles
-    from .report import write_report
+    from podctl.derive.site import builtin_profiles
+    from podctl.validate.report import write_report
 
     profiles = builtin_profiles()
     if request.profile not in profiles:

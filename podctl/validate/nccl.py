@@ -29,15 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..cohost import cohost_capacity, cohost_scale
-from ..localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
-from ..localize.routing import Forwarding, Router
-from ..localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
-from ..model import ValidationTools
-from ..topology import FabricPlan
-from .envelope import envelope, finding
-from .judge import CheckRun, finding_hosts
-from .slurm import Job, SlurmJobs
+from podctl.core.cohost import cohost_capacity, cohost_scale
+from podctl.core.model import ValidationTools
+from podctl.derive.topology import FabricPlan
+from podctl.localize.localize import Diagnosis, Localizer, PortEvidence, Result, localize
+from podctl.localize.routing import Forwarding, Router
+from podctl.localize.schedule import Test, check_disjoint, cross_su_matching, intra_leaf_matching
+from podctl.validate.envelope import envelope, finding
+from podctl.validate.judge import CheckRun, finding_hosts
+from podctl.validate.slurm import Job, SlurmJobs
 
 # Warm-up operations and timed chunks (each a median's sample) of every job: the judged test and
 # the sweep alike (the sweep's curves are read no finer than the judged figure). On co-hosted sim
@@ -80,7 +80,7 @@ class JobBroke(Exception):
 
 
 # Jobs of one round at once. Each is an srun on the controller over an SSH connection of
-# its own; the connections are opened a few at a time (podctl.remote.HANDSHAKES_PER_HOST,
+# its own; the connections are opened a few at a time (podctl.runtime.remote.HANDSHAKES_PER_HOST,
 # under sshd's MaxStartups), so this bounds what the controller holds: 128 srun processes
 # and sshd sessions, a few MB each. A pairwise round of a 1,344-node pod (672 pairs) is 6 waves.
 MAX_CONCURRENT_JOBS = 128

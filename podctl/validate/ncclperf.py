@@ -24,16 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from podctl.core.model import program_argv
+from podctl.validate.envelope import envelope, finding
+from podctl.validate.figures import NCCL_TESTS_CHECK
+from podctl.validate.judge import CheckRun
+from podctl.validate.slurm import Job, SlurmJobs
 from validation.nccl_rows import collective_of_program
 from validation.nccl_tests import judge_text
 from validation.result import Report
 from validation.units import parse_size
-
-from ..model import program_argv
-from .envelope import envelope, finding
-from .figures import NCCL_TESTS_CHECK
-from .judge import CheckRun
-from .slurm import Job, SlurmJobs
 
 # The size podctl's multi-node figure is judged at, as nccl-tests takes it.
 JUDGED_SIZE = "8G"

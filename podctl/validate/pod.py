@@ -15,20 +15,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..cohost import cohost_capacity, cohost_scale
-from ..facts import hca_names
-from ..hostlist import fold as fold_hostlist
-from ..model import VALIDATION_EXEC, Profile, Reference, Role, Site, ValidationTools, mounts_shared_by
-from ..remote import Nodes, command_line
-from ..topology import SWITCH_TIERS, FabricPlan
-from .envelope import broken_envelope, note_dropped, parse_envelope
-from .figures import FIGURES, NODE_SUITES, suite_of
-from .judge import Certification, CheckRun, effective_reference
-from .local import LocalCheck, ValidationError, plan_local
-from .nccl import NcclSpec, pairwise_rounds, size_label
-from .ncclperf import PerfSpec, perf_verdicts, run_perf
-from .request import Progress
-from .slurm import Job, SlurmJobs
+from podctl.core.cohost import cohost_capacity, cohost_scale
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import VALIDATION_EXEC, Profile, Reference, Role, Site, ValidationTools, mounts_shared_by
+from podctl.derive.facts import hca_names
+from podctl.derive.topology import SWITCH_TIERS, FabricPlan
+from podctl.runtime.remote import Nodes, command_line
+from podctl.validate.envelope import broken_envelope, note_dropped, parse_envelope
+from podctl.validate.figures import FIGURES, NODE_SUITES, suite_of
+from podctl.validate.judge import Certification, CheckRun, effective_reference
+from podctl.validate.local import LocalCheck, ValidationError, plan_local
+from podctl.validate.nccl import NcclSpec, pairwise_rounds, size_label
+from podctl.validate.ncclperf import PerfSpec, perf_verdicts, run_perf
+from podctl.validate.request import Progress
+from podctl.validate.slurm import Job, SlurmJobs
 
 NODE_ENV = {"PYTHONUNBUFFERED": "1"}
 
@@ -164,7 +164,7 @@ def waves(pod: PodTarget, suite: str, hosts: list[str]) -> list[list[str]]:
     """The nodes that run a node suite's check together, wave after wave. All of them at once on a
     real pod, and on a sim for a suite that measures no figure (health). On a sim, a suite whose
     figures are judged runs in waves that keep the co-hosted nodes at the density its reference
-    figures were measured at (podctl.cohost), the nodes of a wave started together as they were
+    figures were measured at (podctl.core.cohost), the nodes of a wave started together as they were
     then. (A window, a node started as soon as another finished, can put one node's interpreter
     start-up on another's measurement; at 32 sim nodes, one of two runs with it read two nodes'
     intra-node all-reduce below the bound: docs/scale.md.)"""

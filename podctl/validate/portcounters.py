@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..facts import hca_names
-from ..ibfabric.counters import read_ibqueryerrors
-from ..ibfabric.evidence import Placed, hca_port_evidence, merged, place_counters
-from ..ibfabric.identity import naming_from_templates
-from ..localize.localize import PortEvidence, link_ends
-from ..model import IB_RATES_GBPS, Site
-from ..topology import FabricPlan
-from .envelope import envelope, finding
-from .judge import CheckRun
+from podctl.core.model import IB_RATES_GBPS, Site
+from podctl.derive.facts import hca_names
+from podctl.derive.topology import FabricPlan
+from podctl.ibfabric.counters import read_ibqueryerrors
+from podctl.ibfabric.evidence import Placed, hca_port_evidence, merged, place_counters
+from podctl.ibfabric.identity import naming_from_templates
+from podctl.localize.localize import PortEvidence, link_ends
+from podctl.validate.envelope import envelope, finding
+from podctl.validate.judge import CheckRun
 
 CHECK = "port-counters"
 

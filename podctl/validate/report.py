@@ -13,10 +13,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..console import styled
-from ..fsio import OutputFolder
-from .html_report import report_html
-from .judge import Certification, CheckRun
+from podctl.core.console import styled
+from podctl.core.fsio import OutputFolder
+from podctl.validate.html_report import report_html
+from podctl.validate.judge import Certification, CheckRun
 
 
 def report_folder(path: Path) -> OutputFolder:

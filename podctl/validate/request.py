@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import Site
-from .fabric_inputs import FabricDumps
+from podctl.core.model import Site
+from podctl.validate.fabric_inputs import FabricDumps
 
 # What a certification says as it goes, one line at a time (the commands print it on stderr).
 Progress = Callable[[str], None]
@@ -21,7 +21,7 @@ class ValidateRequest:
     what `podctl nodes recheck` asks for the drained nodes it reserved."""
 
     site: Site
-    private_key: Path | None  # SSH key for root on the nodes, as podctl.state.private_key_for gave it
+    private_key: Path | None  # SSH key for root on the nodes, as podctl.core.state.private_key_for gave it
     suites: tuple[str, ...]  # in podctl.validate.figures.SUITES order
     report_dir: Path  # report.json, junit.xml, report.html; raw outputs under raw/
     burnin: str = "quick"  # podctl.validate.local.BURNIN_PROFILES

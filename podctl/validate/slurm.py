@@ -16,8 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..remote import Nodes, RemoteResult, command_line
-from .envelope import QUOTE_CHARS, STDERR_TAIL_CHARS, broken_envelope, finding, note_dropped, parse_envelope
+from podctl.runtime.remote import Nodes, RemoteResult, command_line
+from podctl.validate.envelope import (
+    QUOTE_CHARS,
+    STDERR_TAIL_CHARS,
+    broken_envelope,
+    finding,
+    note_dropped,
+    parse_envelope,
+)
 
 IMMEDIATE_S = 60
 

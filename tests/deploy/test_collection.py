@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.assets import collection_dir
+from podctl.core.assets import collection_dir
 from tests.conftest import SIM_SITE
 
 BIN = Path(sys.executable).parent
@@ -94,8 +94,8 @@ def _install(tarball: Path, collections: Path) -> None:
 @pytest.mark.deploy
 @pytest.mark.long  # a whole deploy through ansible-playbook alone (about 4 min): make test-long
 def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: Path) -> None:
-    from podctl.site import load_site
-    from podctl.state import private_key_for
+    from podctl.core.state import private_key_for
+    from podctl.derive.site import load_site
     from tests.simpod import podctl
 
     collections = tmp_path / "collections"

@@ -1,4 +1,4 @@
-"""The records of a converged deploy (podctl.converged and the collection's `converged` module).
+"""The records of a converged deploy (podctl.runtime.converged and the collection's `converged` module).
 
 The module runs here as Ansible runs it on a node (a script given its arguments in a file),
 against files in a temporary folder; the sim tests (test_deploy_sim.py, the conformance tests)
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from podctl import converged
-from podctl.assets import collection_dir
-from podctl.inventory import controller_inputs, write_inventory
-from podctl.site import load_site
+from podctl.core.assets import collection_dir
+from podctl.derive.inventory import controller_inputs, write_inventory
+from podctl.derive.site import load_site
+from podctl.runtime import converged
 from tests.conftest import SIM_SITE
 
 MODULE = collection_dir() / "plugins" / "modules" / "converged.py"

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from podctl import state
+from podctl.core import state
 from tests.simpod import RECONFIGURED_IN_PLACE, daemons_changed, podctl
 from tests.simpod import Pod as DeployPod
 
@@ -171,7 +171,7 @@ EXEC = "/usr/local/sbin/podctl-validation-exec"
 
 
 def _release_of(pod: DeployPod, host: str) -> str:
-    from podctl.site import load_site
+    from podctl.derive.site import load_site
 
     return load_site(pod.site).node(host).platform.release
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.assets import roles_dir
+from podctl.core.assets import roles_dir
 from tests.conftest import cannot_run_here
 
 pytestmark = [pytest.mark.molecule, pytest.mark.sim]

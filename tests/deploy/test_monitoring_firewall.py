@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.site import load_site
+from podctl.derive.site import load_site
 from tests.conftest import SIM_SITE, cannot_run_here
 from tests.roles import render_templates
 

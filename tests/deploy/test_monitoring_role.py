@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.assets import collections_path, roles_dir
+from podctl.core.assets import collections_path, roles_dir
 from tests.roles import bcrypt_filter
 
 pytestmark = pytest.mark.deploy

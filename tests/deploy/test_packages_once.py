@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from podctl.assets import roles_dir
+from podctl.core.assets import roles_dir
 
 from ..roles import filter_plugin
 

@@ -1,4 +1,4 @@
-"""The platform role's vars files (one per supported release) against podctl.platforms, the one
+"""The platform role's vars files (one per supported release) against podctl.core.platforms, the one
 table: the same releases, codenames and Slurm, and the role's interface."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from podctl import platforms
-from podctl.assets import roles_dir
+from podctl.core import platforms
+from podctl.core.assets import roles_dir
 
 pytestmark = pytest.mark.deploy
 

@@ -3,7 +3,7 @@
 For every example site, the slurm and monitoring roles' templates are
 rendered for the site's controller and Prometheus host (tests/roles.py), then:
 
-- for each Slurm generation podctl deploys (podctl.platforms: Debian 12's
+- for each Slurm generation podctl deploys (podctl.core.platforms: Debian 12's
   22.05, Debian 13's 24.11), the files rendered for it, and that generation's
   slurmctld starts on them in a sandbox of its own (its own hostname, network
   and mounts; the files bound over /etc/slurm, a munged of its own, the
@@ -35,11 +35,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl import platforms
-from podctl.assets import roles_dir
-from podctl.model import Role
-from podctl.nodehealth import GATE_PROGRAM, GATE_PROLOG
-from podctl.site import load_site
+from podctl.core import platforms
+from podctl.core.assets import roles_dir
+from podctl.core.model import Role
+from podctl.derive.nodehealth import GATE_PROGRAM, GATE_PROLOG
+from podctl.derive.site import load_site
 from tests import processes
 from tests.conftest import DATA, REPO
 from tests.roles import bcrypt_filter, render_templates

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from podctl import converged
-from podctl.assets import roles_dir
+from podctl.core.assets import roles_dir
+from podctl.runtime import converged
 
 pytestmark = pytest.mark.deploy
 
@@ -55,7 +55,7 @@ def _tasks(node: object) -> Iterator[dict]:
 
 def test_no_role_writes_a_file_under_no_log() -> None:
     """Ansible censors a no_log task's result whole, its path too: a file written so would be missing
-    from the deploy's record (podctl.converged), and a no-change deploy would never look at it
+    from the deploy's record (podctl.runtime.converged), and a no-change deploy would never look at it
     again. Secrets' files are written by podctl.pod.secret_file (which returns no secret) and
     templates that hold one by `diff: false`; no_log is for tasks that read a secret or pass it on."""
     files = sorted((ROLES.parent / "playbooks").glob("*.yml")) + sorted(ROLES.glob("*/tasks/*.yml"))

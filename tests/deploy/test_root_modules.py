@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from podctl.assets import collection_dir, collections_path
+from podctl.core.assets import collection_dir, collections_path
 from tests.conftest import cannot_run_here
 
 MODULES = collection_dir() / "plugins" / "modules"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from podctl.ansible import ansible_settings
-from podctl.assets import playbooks_dir
+from podctl.core.assets import playbooks_dir
 from podctl.deploy.run import DeployRequest, FailureThreshold, new_run_dir, prepare, scrub_env
-from podctl.site import load_site
+from podctl.derive.site import load_site
+from podctl.runtime.ansible import ansible_settings
 
 pytestmark = pytest.mark.deploy
 

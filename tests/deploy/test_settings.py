@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.ansible import DEFAULT_FORKS, MAX_FORKS, MITOGEN_STRATEGY, ansible_settings
+from podctl.runtime.ansible import DEFAULT_FORKS, MAX_FORKS, MITOGEN_STRATEGY, ansible_settings
 
 pytestmark = pytest.mark.deploy
 

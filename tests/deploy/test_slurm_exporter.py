@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.assets import roles_dir
+from podctl.core.assets import roles_dir
 
 EXPORTER = roles_dir() / "monitoring" / "files" / "podctl-slurm-exporter"
 SINFO = "node01 idle\nnode02 drain*\nnode03 alloc\n"

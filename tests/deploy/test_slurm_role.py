@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.assets import roles_dir
+from podctl.core.assets import roles_dir
 from tests.roles import render_templates
 
 pytestmark = pytest.mark.deploy
@@ -163,8 +163,8 @@ def test_every_task_touching_a_secret_hides_it_and_every_file_it_writes_is_recor
 @pytest.fixture
 def sim_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """podctl's state holds the record of the sim pod `podctl sim up` made for the sim site."""
-    from podctl import state
-    from podctl.site import load_site
+    from podctl.core import state
+    from podctl.derive.site import load_site
 
     monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
     state.write_pod_record("sim", {n.hostname: str(n.address) for n in load_site(SIM_SITE).nodes})

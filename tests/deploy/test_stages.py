@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from podctl.core.model import Site
 from podctl.deploy.errors import DeployError
 from podctl.deploy.stages import (
     STAGES,
@@ -13,8 +14,7 @@ from podctl.deploy.stages import (
     stage_playbooks,
     wrapper_playbook,
 )
-from podctl.model import Site
-from podctl.site import load_site
+from podctl.derive.site import load_site
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_missing_playbook_names_the_stage(tmp_path: Path) -> None:
 def test_wrapper_forgets_the_records_reads_packages_once_then_imports_stages_in_order(tmp_path: Path) -> None:
     import yaml
 
-    from podctl.assets import playbooks_dir
+    from podctl.core.assets import playbooks_dir
 
     stages = [tmp_path / "os.yml", tmp_path / "storage.yml"]
     plays = yaml.safe_load(wrapper_playbook(stages))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from podctl.site import schema
+from podctl.derive.site import schema
 
 ITEM, VALUE, KEY = "[]", "{}", "<key>"
 

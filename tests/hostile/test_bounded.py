@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from podctl.hostlist import MAX_HOSTS, HostlistError, count, expand
-from podctl.site import check_site_text
+from podctl.core.hostlist import MAX_HOSTS, HostlistError, count, expand
+from podctl.derive.site import check_site_text
 
 from ..conftest import REPO
 from .conftest import assert_user_error, podctl

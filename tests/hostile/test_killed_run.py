@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.ansible import REDACTED_MARK
+from podctl.runtime.ansible import REDACTED_MARK
 
 from ..conftest import REPO
 
@@ -25,11 +25,11 @@ pytestmark = pytest.mark.ansible
 SECRET = "k1ll3d-t0ken"
 URL = f"https://pypi.example.com/simple?token={SECRET}"
 
-# Runs podctl.ansible.run_playbook on localhost as podctl does, in a process the test can kill.
+# Runs podctl.runtime.ansible.run_playbook on localhost as podctl does, in a process the test can kill.
 RUNNER = """
 import json, sys
 from pathlib import Path
-from podctl.ansible import ansible_settings, run_playbook
+from podctl.runtime.ansible import ansible_settings, run_playbook
 run_dir, playbook = Path(sys.argv[1]), Path(sys.argv[2])
 settings = ansible_settings(hosts=1, fast=False, fact_cache_dir=run_dir / "facts", roles_path=run_dir,
                             private_key=None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.fsio import MANIFEST, OutputError, OutputFolder, atomic_write, write_tree
+from podctl.core.fsio import MANIFEST, OutputError, OutputFolder, atomic_write, write_tree
 from podctl.validate.judge import Certification
 from podctl.validate.report import write_report
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from podctl import yamlout
-from podctl.site import schema
+from podctl.core import yamlout
+from podctl.derive.site import schema
 
 from ..conftest import DATA, REPO
 from .schema_fields import _resolve, instances, string_fields
@@ -110,8 +110,8 @@ def test_the_inventory_writer_never_writes_a_newline_as_a_plain_scalar(text: str
 
 
 def test_init_refuses_a_pod_name_that_would_inject_yaml() -> None:
-    from podctl.errors import PodctlError
-    from podctl.init import render_site
+    from podctl.core.errors import PodctlError
+    from podctl.derive.init import render_site
 
     with pytest.raises(PodctlError, match="--name"):
         render_site("dgx-h100", 1, None, "pod\nextra: 1", "schema.json")

@@ -1,4 +1,4 @@
-"""Secrets kept out of the site file (podctl.secrets): an ansible-vault value that Ansible itself
+"""Secrets kept out of the site file (podctl.derive.secrets): an ansible-vault value that Ansible itself
 opens with the vault secret podctl passes it, or a 0600 file podctl reads. Neither is printed or
 written anywhere but the inventory's 0600 file; a secret nothing can open, or a file others can
 read, stops the command with a clear error."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.inventory import SITE_VARS, write_inventory
-from podctl.model import Secret
-from podctl.site import load_site
+from podctl.core.model import Secret
+from podctl.derive.inventory import SITE_VARS, write_inventory
+from podctl.derive.site import load_site
 
 from ..conftest import REPO
 from .conftest import assert_user_error, podctl

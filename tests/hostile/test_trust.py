@@ -17,13 +17,13 @@ import paramiko
 import pytest
 import yaml
 
-from podctl import remote
-from podctl.assets import roles_dir
-from podctl.errors import PodctlError
-from podctl.inventory import SITE_VARS, write_inventory
-from podctl.model import Reference
-from podctl.redact import redact_tree, redact_urls
-from podctl.site import load_site
+from podctl.core.assets import roles_dir
+from podctl.core.errors import PodctlError
+from podctl.core.model import Reference
+from podctl.core.redact import redact_tree, redact_urls
+from podctl.derive.inventory import SITE_VARS, write_inventory
+from podctl.derive.site import load_site
+from podctl.runtime import remote
 from podctl.validate.judge import CheckRun, judge
 
 from ..conftest import REPO
@@ -180,8 +180,8 @@ def test_a_host_that_drops_every_handshake_is_unreachable_after_a_few_tries(
 def test_only_the_sims_own_record_makes_a_pod_a_sim_never_the_site_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from podctl import state
-    from podctl.remote import site_nodes as ssh_nodes
+    from podctl.core import state
+    from podctl.runtime.remote import site_nodes as ssh_nodes
 
     monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
     sim = load_site(REPO / "inventory" / "sim" / "site.yaml")
@@ -417,7 +417,7 @@ def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str, n
 def test_the_control_path_is_private_and_never_under_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from podctl.ansible import ansible_settings, control_path_dir
+    from podctl.runtime.ansible import ansible_settings, control_path_dir
 
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -435,7 +435,7 @@ def _control_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tu
     """podctl's two control folders under an XDG_RUNTIME_DIR of this user's, each with the function
     that makes it or refuses it. fsio.private_folder's checks are called directly: through a deploy,
     a folder wrongly let pass would fail only once the example's nodes were found unreachable."""
-    from podctl.ansible import control_path_dir, temp_dir
+    from podctl.runtime.ansible import control_path_dir, temp_dir
 
     runtime = tmp_path / "run-user"
     runtime.mkdir(mode=0o700)
@@ -450,7 +450,7 @@ def test_a_control_folder_of_ones_own_open_to_group_or_others_is_refused(
     import os
     import re
 
-    from podctl.fsio import OutputError
+    from podctl.core.fsio import OutputError
 
     for folder, folder_of in _control_folders(tmp_path, monkeypatch):
         folder.mkdir()
@@ -469,7 +469,7 @@ def test_a_control_folder_of_another_user_is_refused_even_when_private_to_them(
     import os
     import re
 
-    from podctl.fsio import OutputError
+    from podctl.core.fsio import OutputError
 
     for folder, folder_of in _control_folders(tmp_path, monkeypatch):
         folder.mkdir(mode=0o700)
@@ -483,11 +483,11 @@ def _play_on_this_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: list[dict[str, Any]], mitogen: bool = True
 ) -> list[dict[str, Any]]:
     """The results of `tasks`, run by real ansible-runner and ansible-playbook through
-    podctl.ansible.run_playbook with podctl's fast settings, against this machine (connection
+    podctl.runtime.ansible.run_playbook with podctl's fast settings, against this machine (connection
     local); the run must succeed. `tmp_path/shared` stands for /tmp, the TMPDIR podctl itself was
     started with; `tmp_path/runtime` is XDG_RUNTIME_DIR. Modules in `tmp_path/run/library` are
     found beside the playbook."""
-    from podctl.ansible import ansible_settings, run_playbook
+    from podctl.runtime.ansible import ansible_settings, run_playbook
 
     shared, runtime = tmp_path / "shared", tmp_path / "runtime"
     shared.mkdir()
@@ -569,7 +569,7 @@ def test_with_mitogen_on_modules_run_inside_mitogens_interpreter(
 def test_the_fan_out_keeps_the_end_of_a_nodes_output_and_says_how_much_went() -> None:
     from invoke.runners import Result
 
-    from podctl.remote import KEEP_STDERR, KEEP_STDOUT, _CappedRemote, _result
+    from podctl.runtime.remote import KEEP_STDERR, KEEP_STDOUT, _CappedRemote, _result
 
     runner = object.__new__(_CappedRemote)  # only its stream handling, no connection
     envelope = '{"check": "health", "status": "pass"}\n'

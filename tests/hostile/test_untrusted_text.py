@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from podctl.console import make_console
+from podctl.core.console import make_console
 from podctl.validate.envelope import parse_envelope
 from podctl.validate.judge import CheckRun, Verdict, judge
 from podctl.validate.report import print_summary, write_report
@@ -32,7 +32,7 @@ def _captured(console: Console) -> str:
 
 
 def test_no_console_reads_markup() -> None:
-    """Every Console podctl makes comes from podctl.console.make_console (markup and emoji off)."""
+    """Every Console podctl makes comes from podctl.core.console.make_console (markup and emoji off)."""
     offenders = []
     for path in (REPO / "podctl").rglob("*.py"):
         if path.name == "console.py":
@@ -138,7 +138,7 @@ def test_a_malformed_envelope_fails_its_node_and_the_report_is_written(tmp_path:
         CheckRun("burnin", "node", "node01", parse_envelope(WRONG_SHAPES["value-nan"], 0, "", "burnin", "node01")),
         CheckRun("burnin", "node", "node02", json.loads(json.dumps(good.to_dict()))),
     ]
-    from podctl.model import Reference
+    from podctl.core.model import Reference
 
     rows = [Reference("gemm_fp32_gflops", 100.0, 0.1, "GFLOP/s", "test")]
     cert = judge("pod", {"node01": rows, "node02": rows}, runs)

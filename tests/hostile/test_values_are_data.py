@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from podctl import yamlout
-from podctl.errors import PodctlError
-from podctl.inventory import render, write_inventory
-from podctl.site import MULTILINE_KEYS, check_site_text, load_site
-from podctl.yamlsource import format_path
+from podctl.core import yamlout
+from podctl.core.errors import PodctlError
+from podctl.core.yamlsource import format_path
+from podctl.derive.inventory import render, write_inventory
+from podctl.derive.site import MULTILINE_KEYS, check_site_text, load_site
 
 from ..conftest import DATA, REPO
 from .schema_fields import KEY, get, instances, replace, string_fields
@@ -159,10 +159,10 @@ def test_hostile_inventory_values_render_as_text(sim_pod: Any, tmp_path: Path, t
     """podctl's render path (the roles in check mode, as conformance runs them) over an inventory whose
     every value ends in console markup and a template: nothing runs, each value is on one line as written.
     The same inventory written as plain YAML (no !unsafe) does run the template: the test can fail."""
-    from podctl import state
-    from podctl.ansible import ansible_settings
-    from podctl.assets import roles_dir
-    from podctl.state import private_key_for
+    from podctl.core import state
+    from podctl.core.assets import roles_dir
+    from podctl.core.state import private_key_for
+    from podctl.runtime.ansible import ansible_settings
     from podctl.validate.conformance.drift import check_drift
 
     canary = tmp_path / CANARY_NAME

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from podctl.facts import hca_names
+from podctl.derive.facts import hca_names
+from podctl.derive.site import load_site
+from podctl.derive.topology import plan_fabric
 from podctl.ibfabric.formats import topology_from_plan
-from podctl.site import load_site
-from podctl.topology import plan_fabric
 from tests.conftest import REPO, SIM_SITE
 
 SITES = {

@@ -123,10 +123,10 @@ def test_a_profile_names_its_hcas_in_the_findings(tmp_path):
     from click.testing import CliRunner
 
     from podctl.cli import main
-    from podctl.facts import hca_names
+    from podctl.derive.facts import hca_names
+    from podctl.derive.site import load_site
+    from podctl.derive.topology import plan_fabric
     from podctl.ibfabric.formats import parse_ibnetdiscover, topology_from_plan
-    from podctl.site import load_site
-    from podctl.topology import plan_fabric
     from tests.conftest import SIM_SITE
 
     profile = (

@@ -16,8 +16,8 @@ DATA = REPO / "tests" / "data" / "fabric"
 
 @pytest.fixture(scope="module")
 def h100_127():
-    from podctl.site import load_site
-    from podctl.topology import plan_fabric
+    from podctl.derive.site import load_site
+    from podctl.derive.topology import plan_fabric
 
     fabric = load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml").fabrics["compute"]
     plan = plan_fabric(fabric)

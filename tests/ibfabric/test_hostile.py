@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from podctl.derive.topology import plan_fabric
 from podctl.ibfabric.check import check_cabling
 from podctl.ibfabric.counters import parse_ibqueryerrors, parse_perfquery
 from podctl.ibfabric.formats import MAX_LINE, CablingError, parse_iblinkinfo, parse_ibnetdiscover
 from podctl.ibfabric.identity import parse_anchors
-from podctl.topology import plan_fabric
 from tests.conftest import REPO
 from tests.ibfabric.conftest import _site
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from podctl.facts import hca_names
+from podctl.derive.facts import hca_names
 from podctl.ibfabric.check import check_cabling
 from podctl.ibfabric.ibnetdiscover import parse_ibnetdiscover, write_ibnetdiscover
 from podctl.ibfabric.lft import Destination, check_routes, parse_lfts, place_forwarding, write_lfts
@@ -25,7 +25,7 @@ H100 = REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"
 @pytest.fixture(scope="module")
 def h100(planned):
     """The 127-node DGX H100 pod: fabric, plan, its planned topology and the profile's HCA names."""
-    from podctl.site import load_site
+    from podctl.derive.site import load_site
 
     _, fabric, plan, topo = planned("h100-127")
     return fabric, plan, topo, hca_names(load_site(H100), "compute")
@@ -265,7 +265,7 @@ def test_fabric_routes_exits_1_on_a_loop_and_2_on_what_is_no_dump_of_this_fabric
 
 
 def test_validate_takes_the_tables_for_a_site_and_refuses_routes_it_cannot_follow(h100, tmp_path):
-    from podctl.site import load_site
+    from podctl.derive.site import load_site
     from podctl.validate.cabling import FabricCheckError, subnet_manager_routes
 
     fabric, plan, topo, names = h100

@@ -17,15 +17,15 @@ import yaml
 from click.testing import CliRunner
 
 from podctl.cli import main
-from podctl.facts import Facts, hca_names
+from podctl.derive.facts import Facts, hca_names
+from podctl.derive.init import render_site
+from podctl.derive.site import load_site
+from podctl.derive.topology import FabricPlan
 from podctl.ibfabric.balance import route_balance
 from podctl.ibfabric.ibsim import IbsimError, RoutingRun, SimulatedFabric, find_install, network_from_plan, route
 from podctl.ibfabric.ibsim.install import need_tools
 from podctl.ibfabric.lft import Lfts, place_forwarding, read_lfts
 from podctl.ibfabric.topofile import name_guid
-from podctl.init import render_site
-from podctl.site import load_site
-from podctl.topology import FabricPlan
 from tests.conftest import SIM_SITE, cannot_run_here
 from tests.roles import render_templates
 

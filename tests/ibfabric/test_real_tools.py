@@ -26,7 +26,10 @@ import pytest
 from click.testing import CliRunner
 
 from podctl.cli import main
-from podctl.facts import hca_names
+from podctl.core.model import hca_name
+from podctl.derive.facts import hca_names
+from podctl.derive.site import load_site
+from podctl.derive.topology import Cable, plan_fabric
 from podctl.ibfabric.formats import read_topology
 from podctl.ibfabric.ibsim import (
     IbsimError,
@@ -41,9 +44,6 @@ from podctl.ibfabric.ibsim import (
 )
 from podctl.ibfabric.ibsim.install import need_tools
 from podctl.ibfabric.topofile import planned_ends
-from podctl.model import hca_name
-from podctl.site import load_site
-from podctl.topology import Cable, plan_fabric
 from tests.conftest import REPO, cannot_run_here
 
 pytestmark = pytest.mark.fabric

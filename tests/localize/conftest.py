@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from podctl.core.model import Fabric
+from podctl.derive.site import load_site
+from podctl.derive.topology import FabricPlan, plan_fabric
 from podctl.localize.routing import Router
-from podctl.model import Fabric
-from podctl.site import load_site
-from podctl.topology import FabricPlan, plan_fabric
 from tests.conftest import REPO
 
 

@@ -129,8 +129,8 @@ def test_evidence_that_forces_no_one_accuses_no_one(h100_127):
 def test_tiny_pods_without_a_known_good_partner_still_name_the_slow_node(nodes, bad):
     """A one-SU pod of 3 (the sim's) splits into a single and a pair: no half
     passes, so suspects are paired with each other until one pair clears."""
+    from podctl.derive.topology import plan_fabric
     from podctl.localize.routing import Router
-    from podctl.topology import plan_fabric
     from tests.localize.conftest import small_fabric
 
     fabric = small_fabric(nodes)
@@ -148,9 +148,9 @@ def test_tiny_pods_without_a_known_good_partner_still_name_the_slow_node(nodes, 
 
 
 def test_hcas_are_named_as_the_profile_names_them(h100_127):
-    from podctl.facts import hca_names
+    from podctl.derive.facts import hca_names
+    from podctl.derive.site import load_site
     from podctl.localize.localize import link_ends
-    from podctl.site import load_site
     from tests.conftest import REPO
 
     fabric, plan, router = h100_127
@@ -164,8 +164,8 @@ def test_hcas_are_named_as_the_profile_names_them(h100_127):
 
 
 def test_when_every_node_is_slow_the_fallback_gives_up_in_about_log2_n_rounds():
+    from podctl.derive.topology import plan_fabric
     from podctl.localize.routing import Router
-    from podctl.topology import plan_fabric
     from tests.localize.conftest import small_fabric
 
     fabric = small_fabric(32)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from podctl.derive.topology import plan_fabric
 from podctl.localize.schedule import Round, Test, cross_su_matching, plan_rounds
-from podctl.topology import plan_fabric
 
 from .conftest import small_fabric
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from podctl import state
-from podctl.model import Site
+from podctl.core import state
+from podctl.core.model import Site
 from podctl.sim import pod
 from podctl.sim.errors import SimError
 from podctl.sim.health import ssh_base
@@ -83,7 +83,7 @@ def sim_podman() -> Podman:
 def bare_pod(sim_podman: Podman, sim_nodes) -> SimPod:  # type: ignore[no-untyped-def]
     """The run's sim pod before its deploy, through podctl's own sim API (`up` again keeps every
     running node and hands back its key and image)."""
-    from podctl.site import load_site
+    from podctl.derive.site import load_site
 
     # ansible-runner starts `ansible` from PATH; make it this venv's.
     venv_bin = str(Path(sys.executable).parent)

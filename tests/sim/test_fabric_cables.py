@@ -1,5 +1,5 @@
 """The sim pod's fabric without containers: the cables `podctl sim fault` names, as the network
-file names their ends, and the facts the fabric role reads (podctl.facts: where ibsim is served,
+file names their ends, and the facts the fabric role reads (podctl.derive.facts: where ibsim is served,
 where each SM attaches)."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from podctl import facts
+from podctl.derive import facts
+from podctl.derive.emulated import EMULATED_SM_SERVICE, UMAD2SIM_PROGRAM, emulated_attachments, emulated_host_facts
+from podctl.derive.inventory import render
+from podctl.derive.site import load_site
+from podctl.derive.topology import name_guid
 from podctl.ibfabric.emulated import network
 from podctl.ibfabric.ibsim import node_ids
-from podctl.inventory import render
 from podctl.sim import fabric
 from podctl.sim.errors import SimError
-from podctl.site import load_site
-from podctl.topology import name_guid
 from tests.conftest import SIM_SITE
 
 
@@ -66,14 +67,14 @@ def test_cables_written_by_sim_up_read_back(site, tmp_path: Path, monkeypatch: p
 
 
 def test_the_sm_host_without_an_hca_attaches_at_a_switch_and_only_a_sim_pod_says_so(site) -> None:  # type: ignore[no-untyped-def]
-    assert facts.emulated_attachments(site) == {"head01": "ib-leaf-su01-r1"}
+    assert emulated_attachments(site) == {"head01": "ib-leaf-su01-r1"}
     derived = facts.Facts(site)
-    assert facts.emulated_host_facts(derived, "node01") is None
-    assert facts.emulated_host_facts(derived, "head01") == {
+    assert emulated_host_facts(derived, "node01") is None
+    assert emulated_host_facts(derived, "head01") == {
         "fabric": "compute",
         "attach": "ib-leaf-su01-r1",
-        "client_program": facts.UMAD2SIM_PROGRAM,
-        "service": facts.EMULATED_SM_SERVICE,
+        "client_program": UMAD2SIM_PROGRAM,
+        "service": EMULATED_SM_SERVICE,
         "root_guids": [],  # ftree finds its own roots
     }
     assert "podctl_emulated_fabric:\n  attach: ib-leaf-su01-r1" in render(site, sim=True)["host_vars/head01.yml"]
@@ -85,14 +86,14 @@ def test_an_sm_host_on_the_fabric_attaches_at_its_rail_1_hca(tmp_path: Path) -> 
     text = SIM_SITE.read_text().replace("subnet_managers: head01", "subnet_managers: node02")
     (tmp_path / "site.yaml").write_text(text.replace("../../.cache", str(SIM_SITE.parents[2] / ".cache")))
     site = load_site(tmp_path / "site.yaml")
-    assert facts.emulated_attachments(site) == {"node02": "node02 mlx5_0"}
+    assert emulated_attachments(site) == {"node02": "node02 mlx5_0"}
 
 
 def test_updn_gets_its_roots_by_the_guids_the_emulated_fabric_gives_them(tmp_path: Path) -> None:
     text = SIM_SITE.read_text().replace("routing_engine: ftree", "routing_engine: updn")
     (tmp_path / "site.yaml").write_text(text.replace("../../.cache", str(SIM_SITE.parents[2] / ".cache")))
     site = load_site(tmp_path / "site.yaml")
-    found = facts.emulated_host_facts(facts.Facts(site), "head01")
+    found = emulated_host_facts(facts.Facts(site), "head01")
     assert found is not None and found["root_guids"] == [f"0x{name_guid('ib-spine-01'):016x}"]
     # The same GUID the network file gives that switch: what ibsim and OpenSM see.
     assert f"switchguid=0x{name_guid('ib-spine-01'):016x}" in network(site)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from podctl.derive.site import load_site
 from podctl.ibfabric import emulated
 from podctl.ibfabric.ibsim import IbsimError, SimulatedFabric, find_install, guard
 from podctl.ibfabric.ibsim.install import need_tools
 from podctl.ibfabric.ibsim.process import wait_for
 from podctl.sim import fabric
-from podctl.site import load_site
 from tests.conftest import SIM_SITE, cannot_run_here
 
 pytestmark = pytest.mark.fabric

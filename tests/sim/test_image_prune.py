@@ -6,7 +6,7 @@ import json
 import stat
 from pathlib import Path
 
-from podctl import platforms
+from podctl.core import platforms
 from podctl.sim import image
 from podctl.sim.podman import Podman
 

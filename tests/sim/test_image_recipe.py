@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from podctl import platforms
+from podctl.core import platforms
 from podctl.sim import image
 from podctl.sim.image import BakedFile, recipe_for
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from podctl.errors import PodctlError
+from podctl.core.errors import PodctlError
 from podctl.sim import preflight
 from podctl.sim.errors import SimError
 

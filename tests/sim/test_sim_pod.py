@@ -17,9 +17,9 @@ import ansible_runner
 import pytest
 from click.testing import CliRunner
 
-from podctl import state
+from podctl.core import state
+from podctl.derive.inventory import write_inventory
 from podctl.ibfabric.ibsim import guard
-from podctl.inventory import write_inventory
 from podctl.sim import fabric, pod
 from podctl.sim.cli import sim
 from podctl.sim.errors import SimError
@@ -273,7 +273,7 @@ def test_exec_runs_in_the_node_and_returns_its_exit_code(bare_pod: SimPod, capfd
 
 
 def test_a_second_pod_coexists_and_foreign_containers_are_left_alone(bare_pod: SimPod, tmp_path: Path):
-    from podctl.site import load_site
+    from podctl.derive.site import load_site
 
     text = SIM_SITE.read_text().replace("name: sim\n", "name: simtwo\n").replace("10.89.0.", "10.77.0.")
     site_file = tmp_path / "simtwo.yaml"

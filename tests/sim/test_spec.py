@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from podctl import platforms
+from podctl.core import platforms
+from podctl.derive.site import load_site
 from podctl.sim import spec as sp
 from podctl.sim.errors import SimError
-from podctl.site import load_site
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"

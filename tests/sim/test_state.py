@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podctl import state
+from podctl.core import state
 
 
 def test_state_dir_from_env(monkeypatch, tmp_path):

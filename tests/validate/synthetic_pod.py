@@ -16,10 +16,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from podctl.facts import Facts
-from podctl.init import render_site
-from podctl.model import Reference
-from podctl.site import load_site
+from podctl.core.model import Reference
+from podctl.derive.facts import Facts
+from podctl.derive.init import render_site
+from podctl.derive.site import load_site
 from podctl.validate.judge import Certification, CheckRun, effective_reference, judge
 from podctl.validate.pod import fabric_layout
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from podctl.facts import Facts, hca_names
+from podctl.derive.facts import Facts, hca_names
+from podctl.derive.site import load_site
 from podctl.ibfabric import corrupt
 from podctl.ibfabric.formats import End, parse_ibnetdiscover, topology_from_plan, write_ibnetdiscover
 from podctl.ibfabric.identity import write_anchors
-from podctl.site import load_site
 from podctl.validate.cabling import READ_GUIDS, parse_node_guids
 
 from ..conftest import DATA

@@ -1,5 +1,5 @@
 """certify_site called as a library, without click and without a pod: the sim site's nodes are
-answered by a stand-in for podctl.remote.Nodes (as in test_node_waves.py), the fabric is the sim
+answered by a stand-in for podctl.runtime.remote.Nodes (as in test_node_waves.py), the fabric is the sim
 site's planned one with a pair of cables swapped (as test_cabling_identities.py damages its own).
 What comes back and what lands on disk are the real thing: the judged certification, report.json,
 junit.xml, report.html, and the record each node would keep."""
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from podctl.facts import cached_plan, hca_names
+from podctl.derive.facts import cached_plan, hca_names
+from podctl.derive.site import load_site
 from podctl.ibfabric import corrupt
 from podctl.ibfabric.formats import End, topology_from_plan, write_ibnetdiscover
 from podctl.ibfabric.identity import write_anchors
-from podctl.remote import RemoteResult
-from podctl.site import load_site
+from podctl.runtime.remote import RemoteResult
 from podctl.validate import certify
 from podctl.validate.certify import certify_site
 from podctl.validate.fabric_inputs import MODEL_ROUTES_NOTE, FabricDumps

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from podctl import state
+from podctl.core import state
+from podctl.derive.site import load_site
 from podctl.operate import recheck, status
 from podctl.operate.recheck import Recheck, _candidates
-from podctl.remote import RemoteResult
-from podctl.site import load_site
+from podctl.runtime.remote import RemoteResult
 from podctl.validate.judge import Certification
 from podctl.validate.ledger import certification_record, write_command
 from podctl.validate.pod import pick_partners

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from podctl.facts import EMULATED_SM_SERVICE, UMAD2SIM_PROGRAM
+from podctl.derive.emulated import EMULATED_SM_SERVICE, UMAD2SIM_PROGRAM
 from tests.simpod import Pod, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]

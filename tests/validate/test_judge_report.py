@@ -6,8 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from podctl.model import Reference, ThresholdOverride
-from podctl.site import builtin_profiles
+from podctl.core.model import Reference, ThresholdOverride
+from podctl.derive.site import builtin_profiles
 from podctl.validate.judge import CheckRun, effective_reference, judge
 from podctl.validate.report import write_report
 

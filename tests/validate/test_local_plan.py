@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from podctl.site import builtin_profiles
+from podctl.derive.site import builtin_profiles
 from podctl.validate.local import plan_local
 
 

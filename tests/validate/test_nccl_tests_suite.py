@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from podctl.model import Reference
-from podctl.remote import RemoteResult
+from podctl.core.model import Reference
+from podctl.runtime.remote import RemoteResult
 from podctl.validate.judge import judge
 from podctl.validate.ncclperf import MEASUREMENT, PerfSpec, perf_verdicts, run_perf
 from podctl.validate.slurm import Job, srun_argv

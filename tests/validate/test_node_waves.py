@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from podctl.cohost import cohost_capacity
-from podctl.remote import RemoteResult
-from podctl.site import load_site
+from podctl.core.cohost import cohost_capacity
+from podctl.derive.site import load_site
+from podctl.runtime.remote import RemoteResult
 from podctl.validate.pod import PodTarget, node_checks, target, waves
 from tests.simpod import grown_sim_site
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from podctl.core.model import Reference, ValidationTools
+from podctl.derive.topology import plan_fabric
 from podctl.localize.schedule import check_disjoint
-from podctl.model import Reference, ValidationTools
-from podctl.topology import plan_fabric
 from podctl.validate.judge import judge
 from podctl.validate.nccl import REPEATS, WARMUP_ITERS, NcclSpec, pairwise_rounds, run_nccl, size_label
 from podctl.validate.slurm import Job, srun_argv

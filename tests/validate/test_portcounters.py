@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from podctl.facts import Facts
+from podctl.derive.facts import Facts
+from podctl.derive.site import load_site
 from podctl.ibfabric.topofile import guid_key
-from podctl.site import load_site
 from podctl.validate.judge import CheckRun, judge
 from podctl.validate.portcounters import port_counter_runs, port_evidence
 from tests.conftest import REPO

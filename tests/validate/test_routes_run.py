@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from podctl.facts import cached_plan, hca_names
+from podctl.derive.facts import cached_plan, hca_names
+from podctl.derive.site import load_site
 from podctl.ibfabric.formats import topology_from_plan, write_ibnetdiscover
 from podctl.ibfabric.lft import write_lfts
 from podctl.localize.routing import Router
-from podctl.site import load_site
 from podctl.validate.cabling import names_by_guid, routes_run
 from tests.conftest import SIM_SITE
 

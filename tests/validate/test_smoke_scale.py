@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from podctl.cohost import cohost_capacity
-from podctl.site import load_site
+from podctl.core.cohost import cohost_capacity
+from podctl.derive.site import load_site
 from podctl.validate.judge import judge
 from podctl.validate.pod import PodTarget, reference_rows, smoke_run, target
 from tests.simpod import grown_sim_site

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from podctl.remote import RemoteResult
+from podctl.runtime.remote import RemoteResult
 from podctl.validate.judge import CheckRun, finding_hosts, judge
 from podctl.validate.slurm import Job, SlurmJobs, failed_tasks
 from tests.conftest import REPO

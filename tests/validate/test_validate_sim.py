@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from podctl.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, site_nodes
-from podctl.site import load_site
-from podctl.state import private_key_for
+from podctl.core.state import private_key_for
+from podctl.derive.site import load_site
+from podctl.runtime.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, site_nodes
 from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, certify, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]
@@ -175,10 +175,10 @@ def test_a_throttled_node_is_named_by_fault_localization_and_drained(pod: Pod) -
 
 
 def test_cabling_findings_join_the_pod_certification(pod: Pod) -> None:
-    from podctl.facts import Facts, hca_names
+    from podctl.derive.facts import Facts, hca_names
+    from podctl.derive.site import load_site
     from podctl.ibfabric import corrupt
     from podctl.ibfabric.formats import End, topology_from_plan, write_ibnetdiscover
-    from podctl.site import load_site
 
     site = load_site(pod.site)
     planned = topology_from_plan(Facts(site).plans["compute"], site.fabrics["compute"].rate, hca_names(site, "compute"))

@@ -15,11 +15,11 @@
 docs/fabric.md says what ibsim can and cannot do (its sockets, remote mode, two SMs).
 """
 
-from .fabric import SimulatedFabric
-from .install import IbsimError, Install, Limits, find_install, network_limits
-from .network import network_from_plan, node_ids, set_link_rate, swap_cables
-from .opensm import RoutingRun, SubnetManager, route, start_sm
-from .tools import ToolRun
+from podctl.ibfabric.ibsim.fabric import SimulatedFabric
+from podctl.ibfabric.ibsim.install import IbsimError, Install, Limits, find_install, network_limits
+from podctl.ibfabric.ibsim.network import network_from_plan, node_ids, set_link_rate, swap_cables
+from podctl.ibfabric.ibsim.opensm import RoutingRun, SubnetManager, route, start_sm
+from podctl.ibfabric.ibsim.tools import ToolRun
 
 __all__ = [
     "IbsimError",

@@ -7,9 +7,9 @@ import os
 import re
 import uuid
 
-from .install import IbsimError
-from .network import node_id, node_ids
-from .process import wait_for
+from podctl.ibfabric.ibsim.install import IbsimError
+from podctl.ibfabric.ibsim.network import node_id, node_ids
+from podctl.ibfabric.ibsim.process import wait_for
 
 MAX_CONSOLE_LINE = 120  # ibsim reads a console line into 128 bytes
 

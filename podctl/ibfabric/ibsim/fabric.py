@@ -45,11 +45,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from . import guard
-from .console import FabricConsole
-from .install import IbsimError, Install, find_install, network_limits
-from .process import pid_alive, spawn, tail, tool_path, wait_for
-from .tools import CLIENT_VARIABLES, FabricTools
+from podctl.ibfabric.ibsim import guard
+from podctl.ibfabric.ibsim.console import FabricConsole
+from podctl.ibfabric.ibsim.install import IbsimError, Install, find_install, network_limits
+from podctl.ibfabric.ibsim.process import pid_alive, spawn, tail, tool_path, wait_for
+from podctl.ibfabric.ibsim.tools import CLIENT_VARIABLES, FabricTools
 
 STATE_FILE = "ibsim.json"
 READY = "Network simulator ready"

@@ -25,7 +25,7 @@ import os
 import pwd
 import subprocess
 
-from .install import SETUP_HINT, IbsimError
+from podctl.ibfabric.ibsim.install import SETUP_HINT, IbsimError
 
 ACCOUNT = "podctl-ibsim"
 # ibsim's own default port (IBSIM_DEFAULT_SERVER_PORT, its include/ibsim.h): a client that names no

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from podctl.errors import PodctlError
+from podctl.core.errors import PodctlError
 
 PODCTL_PREFIX = "/opt/podctl-ibsim"
 PREFIX_ENV = "PODCTL_IBSIM_PREFIX"

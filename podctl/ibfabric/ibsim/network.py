@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 
-from podctl.model import HcaNames
-from podctl.topology import FabricPlan
-
-from ..corrupt import set_rate, swap_ports
-from ..formats import parse_ibnetdiscover, topology_from_plan, write_ibnetdiscover
-from ..topofile import End
-from .install import IbsimError
+from podctl.core.model import HcaNames
+from podctl.derive.topology import FabricPlan
+from podctl.ibfabric.corrupt import set_rate, swap_ports
+from podctl.ibfabric.formats import parse_ibnetdiscover, topology_from_plan, write_ibnetdiscover
+from podctl.ibfabric.ibsim.install import IbsimError
+from podctl.ibfabric.topofile import End
 
 _DEVICE = re.compile(r"(?:Switch|Ca|Rt)\s++\d{1,3}+\s++\"([^\"]{1,64}+)\"[^#]*+#\s*+\"([^\"]{0,256}+)\"", re.ASCII)
 

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fabric import SimulatedFabric
-from .install import IbsimError
-from .process import spawn, tail, tool_path, wait_for
+from podctl.ibfabric.ibsim.fabric import SimulatedFabric
+from podctl.ibfabric.ibsim.install import IbsimError
+from podctl.ibfabric.ibsim.process import spawn, tail, tool_path, wait_for
 
 _ENGINE_USED = re.compile(r"osm_ucast_mgr_process: (\S+) tables configured on all switches")
 _ERR = re.compile(r"\b(ERR [0-9A-F]{4}): (.{0,300})")

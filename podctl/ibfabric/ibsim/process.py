@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .install import IbsimError, need_tools
+from podctl.ibfabric.ibsim.install import IbsimError, need_tools
 
 _POLL_S = 0.02
 _TOOL_DIRS = ("/usr/sbin", "/sbin", "/usr/bin")

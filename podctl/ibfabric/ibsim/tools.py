@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .install import IbsimError
-from .process import spawn, tool_path
+from podctl.ibfabric.ibsim.install import IbsimError
+from podctl.ibfabric.ibsim.process import spawn, tool_path
 
 CLIENT_VARIABLES = ("LD_PRELOAD", "IBSIM_SOCKNAME", "IBSIM_SERVER_NAME", "IBSIM_SERVER_PORT", "SIM_HOST")
 

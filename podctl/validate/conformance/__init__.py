@@ -6,6 +6,6 @@ node's files hold), runs the testinfra tests in test_conformance.py against
 every host of the inventory, and turns both into one CheckRun per host.
 """
 
-from .common import CHECKS, Check
+from podctl.validate.conformance.common import CHECKS, Check
 
 __all__ = ["CHECKS", "Check"]

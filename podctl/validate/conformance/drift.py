@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ... import assets
-from ...ansible import AnsibleSettings, run_playbook, stdout_tail
-from ...errors import PodctlError
+from podctl.core import assets
+from podctl.core.errors import PodctlError
+from podctl.runtime.ansible import AnsibleSettings, run_playbook, stdout_tail
 
 DRIFT_IDENT = "drift"
 CONFIG_TAG = "config"

@@ -30,16 +30,23 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ... import assets, converged, state
-from ...ansible import AnsibleSettings, ansible_settings, control_path_dir, refuse_templates, run_environment
-from ...errors import PodctlError
-from ...hostlist import fold as fold_hostlist
-from ...inventory import controller_inputs
-from ...model import Site
-from ..envelope import envelope, finding
-from ..judge import CheckRun
-from .common import CHECK_NAME, CHECKS, DEFAULT_TIME_TOLERANCE_S, DRIFT, ENV_TIME_TOLERANCE
-from .drift import HostDrift, check_drift
+from podctl.core import assets, state
+from podctl.core.errors import PodctlError
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Site
+from podctl.derive.inventory import controller_inputs
+from podctl.runtime import converged
+from podctl.runtime.ansible import (
+    AnsibleSettings,
+    ansible_settings,
+    control_path_dir,
+    refuse_templates,
+    run_environment,
+)
+from podctl.validate.conformance.common import CHECK_NAME, CHECKS, DEFAULT_TIME_TOLERANCE_S, DRIFT, ENV_TIME_TOLERANCE
+from podctl.validate.conformance.drift import HostDrift, check_drift
+from podctl.validate.envelope import envelope, finding
+from podctl.validate.judge import CheckRun
 
 TEST_FILE = Path(__file__).resolve().parent / "test_conformance.py"
 JUNIT_NAME = "conformance.junit.xml"
@@ -65,14 +72,14 @@ def run_conformance(
     mitogen: bool = True,
     full_drift: bool = False,
 ) -> list[CheckRun]:
-    """Certify that the pod in `inventory_dir` (podctl.inventory.write_inventory of `site`)
+    """Certify that the pod in `inventory_dir` (podctl.derive.inventory.write_inventory of `site`)
     is configured as podctl would configure it now. One CheckRun per node of the site."""
     say = on_progress or (lambda _message: None)
     inventory_dir = Path(inventory_dir).resolve()
     workdir = Path(workdir).resolve()
     if not (inventory_dir / "hosts.yml").is_file():
         raise ConformanceError(
-            f"{inventory_dir}: no hosts.yml; write the inventory first (podctl.inventory.write_inventory)"
+            f"{inventory_dir}: no hosts.yml; write the inventory first (podctl.derive.inventory.write_inventory)"
         )
     refuse_templates({"the report folder": workdir, "--private-key": private_key or ""})
     workdir.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import testinfra
 
-from podctl import platforms
+from podctl.core import platforms
 from podctl.validate.conformance.common import DEFAULT_TIME_TOLERANCE_S, ENV_TIME_TOLERANCE
 
 MUNGE_KEY = "/etc/munge/munge.key"
@@ -379,7 +379,7 @@ def _slurm_packages_of(request: pytest.FixtureRequest, name: str, host: Any | No
 
 @_guard
 def test_slurm_version_rule(node: Node, request: pytest.FixtureRequest) -> None:
-    """Slurm's version rule over what is installed on the pod's Slurm hosts (podctl.platforms):
+    """Slurm's version rule over what is installed on the pod's Slurm hosts (podctl.core.platforms):
     slurmdbd >= slurmctld >= slurmd and the commands, at most two major releases apart. Each line
     that involves this node is its finding."""
     if not node.runs_slurm:

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""The node's record of the last deploy that converged it (podctl.converged drives it)."""
+"""The node's record of the last deploy that converged it (podctl.runtime.converged drives it)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ options:
     choices: [present, verified, absent]
     required: true
   fingerprint:
-    description: The run's inputs (podctl.converged.fingerprint); needed by present and verified.
+    description: The run's inputs (podctl.runtime.converged.fingerprint); needed by present and verified.
     type: str
   resources:
     description: For present, the resources to snapshot, by kind (files, trees, services, users, groups, nft_tables).

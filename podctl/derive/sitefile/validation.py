@@ -6,7 +6,7 @@ import os.path
 import posixpath
 from pathlib import Path
 
-from ..model import (
+from podctl.core.model import (
     VALIDATION_TOOLS_LOCAL_PATH,
     Exclusion,
     Profile,
@@ -17,9 +17,9 @@ from ..model import (
     ValidationSettings,
     ValidationTools,
 )
-from ..suggest import did_you_mean
-from ..yamlsource import PathKey
-from .values import UNTRUSTED_TREES, system_path, under
+from podctl.core.suggest import did_you_mean
+from podctl.core.yamlsource import PathKey
+from podctl.derive.sitefile.values import UNTRUSTED_TREES, system_path, under
 
 
 class ValidationSection:

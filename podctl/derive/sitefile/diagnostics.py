@@ -18,10 +18,10 @@ from typing import Any
 
 import jsonschema
 
-from ..errors import Diagnostic, Severity
-from ..redact import redact_urls
-from ..suggest import closest, did_you_mean
-from ..yamlsource import PathKey, Source, format_path
+from podctl.core.errors import Diagnostic, Severity
+from podctl.core.redact import redact_urls
+from podctl.core.suggest import closest, did_you_mean
+from podctl.core.yamlsource import PathKey, Source, format_path
 
 SCHEMA_RESOURCE = "site.schema.json"
 
@@ -247,7 +247,7 @@ def _report_schema_error(err: jsonschema.ValidationError, report: Reporter, unsa
 
 
 def _short(value: object) -> str:
-    # A value a diagnostic quotes may be an index URL with its token (podctl.redact).
+    # A value a diagnostic quotes may be an index URL with its token (podctl.core.redact).
     text = redact_urls(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."
 

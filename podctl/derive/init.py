@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from .errors import PodctlError
-from .facts import cached_plan
-from .sitefile import read_site_text
-from .topology import routing_advice
+from podctl.core.errors import PodctlError
+from podctl.derive.facts import cached_plan
+from podctl.derive.sitefile import read_site_text
+from podctl.derive.topology import routing_advice
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ..hostlist import fold as fold_hostlist
-from ..model import (
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import (
     NAMING_PLACEHOLDERS,
     Fabric,
     HCAs,
@@ -16,7 +16,7 @@ from ..model import (
     Profile,
     Role,
 )
-from ..yamlsource import PathKey
+from podctl.core.yamlsource import PathKey
 
 
 class FabricSections:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import posixpath
 
-from ..model import (
+from podctl.core.model import (
     Role,
     StorageMount,
 )
-from ..suggest import did_you_mean
-from ..yamlsource import PathKey
-from .values import address_problem, system_path, written_as_address
+from podctl.core.suggest import did_you_mean
+from podctl.core.yamlsource import PathKey
+from podctl.derive.sitefile.values import address_problem, system_path, written_as_address
 
 
 class StorageSection:

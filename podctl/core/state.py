@@ -31,9 +31,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import PodctlError
-from .fsio import atomic_write
-from .model import Site
+from podctl.core.errors import PodctlError
+from podctl.core.fsio import atomic_write
+from podctl.core.model import Site
 
 
 def state_root() -> Path:
@@ -143,7 +143,7 @@ def write_faults(pod: str, faults: dict[str, dict[str, object]]) -> None:
 
 
 def private_key_for(site: Site, given: Path | None, first: str) -> Path | None:
-    """The SSH key for root on the site's nodes: `given`, else for a sim pod (podctl.state.sim_pod:
+    """The SSH key for root on the site's nodes: `given`, else for a sim pod (podctl.core.state.sim_pod:
     the sim's own record says so, never the site file) the key `podctl sim up` made, else None
     (ssh's own defaults). `first` is what to run when a site of emulated profiles has no sim pod."""
     if given is not None:

@@ -24,8 +24,8 @@ from fabric.exceptions import GroupException
 from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
-from . import state
-from .model import Site
+from podctl.core import state
+from podctl.core.model import Site
 
 CONNECT_TIMEOUT_S = 20
 # Hosts per fan-out: each is a socket and a few threads; a thousand at once

@@ -7,7 +7,7 @@ from importlib import resources
 
 import yaml
 
-from ..model import (
+from podctl.core.model import (
     GPUs,
     HCAs,
     NVLink,
@@ -15,8 +15,8 @@ from ..model import (
     Reference,
     default_hca_names,
 )
-from ..yamlsource import PathKey, format_path
-from .diagnostics import profile_validator
+from podctl.core.yamlsource import PathKey, format_path
+from podctl.derive.sitefile.diagnostics import profile_validator
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os.path
 from pathlib import Path
 
-from ..model import (
+from podctl.core.model import (
     ManagementNetwork,
     Monitoring,
     MonitoringTls,
 )
-from ..yamlsource import PathKey
-from .certs import certificate_serves
+from podctl.core.yamlsource import PathKey
+from podctl.derive.sitefile.certs import certificate_serves
 
 
 class MonitoringSection:

@@ -1,11 +1,11 @@
-"""A site podctl can work with: read strictly (podctl.sitefile), and buildable.
+"""A site podctl can work with: read strictly (podctl.derive.sitefile), and buildable.
 
     load_site(path) -> Site           every command's way in; SiteError lists every problem
     check_site_file(path) -> CheckResult
     check_site_text(text, file) -> CheckResult
 
-On top of what the site file itself must say (podctl.sitefile), a site must be
-buildable: each fabric's fat tree is planned here (podctl.topology, through the
+On top of what the site file itself must say (podctl.derive.sitefile), a site must be
+buildable: each fabric's fat tree is planned here (podctl.derive.topology, through the
 facts' cache, so that later steps reuse the plan), and a fabric that cannot be
 built is an error at its path, and one whose plan OpenSM's ftree refuses, while the site
 asks for ftree, a warning.
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import Severity, SiteError
-from .facts import cached_plan
-from .model import Site
-from .sitefile import (
+from podctl.core.errors import Severity, SiteError
+from podctl.core.model import Site
+from podctl.derive.facts import cached_plan
+from podctl.derive.sitefile import (
     MULTILINE_KEYS,
     TEMPLATE_MARKERS,
     CheckResult,
@@ -28,7 +28,7 @@ from .sitefile import (
     schema,
     text_problem,
 )
-from .topology import TopologyError, routing_advice
+from podctl.derive.topology import TopologyError, routing_advice
 
 
 def load_site(path: str | Path) -> Site:

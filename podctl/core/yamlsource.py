@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from .errors import Diagnostic, Location, Severity
+from podctl.core.errors import Diagnostic, Location, Severity
 
 try:  # libyaml's composer is several times faster on large files
     _Loader: type = yaml.CSafeLoader

@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-from podctl.errors import PodctlError
-from podctl.hostlist import fold as fold_hostlist
-from podctl.model import Fabric
+from podctl.core.errors import PodctlError
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Fabric
 
 SWITCH_TIERS: tuple[str, ...] = ("leaf", "spine", "core")
 # The engines that route only what OpenSM's ftree accepts as a fat tree; a fabric that names no

@@ -17,8 +17,8 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .errors import PodctlError
-from .model import Secret, Site
+from podctl.core.errors import PodctlError
+from podctl.core.model import Secret, Site
 
 # A secret file holds one value: a URL is one line, and no token needs more than this.
 MAX_SECRET_BYTES = 8192

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import posixpath
 
-from .. import platforms
-from ..hostlist import fold as fold_hostlist
-from ..model import (
+from podctl.core import platforms
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import (
     FreeSpace,
     HealthCheck,
     Partition,
@@ -15,8 +15,8 @@ from ..model import (
     StorageMount,
     mounts_shared_by,
 )
-from ..yamlsource import PathKey
-from .values import under
+from podctl.core.yamlsource import PathKey
+from podctl.derive.sitefile.values import under
 
 
 class SlurmSection:
@@ -121,7 +121,7 @@ class SlurmSection:
         return Slurm.state_save_location
 
     def slurm_releases(self, slurm: Slurm) -> None:
-        """Slurm's version rule over the Slurm each node's OS ships (podctl.platforms): a site that
+        """Slurm's version rule over the Slurm each node's OS ships (podctl.core.platforms): a site that
         mixes releases across its Slurm daemons is refused where the newer or older OS is given."""
         controllers = slurm.controllers
         daemons = [platforms.SlurmDaemon(host, "slurmctld", self.by_name[host].platform.slurm) for host in controllers]

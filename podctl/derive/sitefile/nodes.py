@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from .. import platforms
-from ..model import (
+from podctl.core import platforms
+from podctl.core.model import (
     ManagementNetwork,
     Node,
     NodeGroup,
@@ -13,10 +13,10 @@ from ..model import (
     Profile,
     Role,
 )
-from ..suggest import did_you_mean
-from ..yamlsource import PathKey, format_path
-from .profiles import builtin_profiles, make_profile, profile_problems
-from .values import address_problem, written_as_address
+from podctl.core.suggest import did_you_mean
+from podctl.core.yamlsource import PathKey, format_path
+from podctl.derive.sitefile.profiles import builtin_profiles, make_profile, profile_problems
+from podctl.derive.sitefile.values import address_problem, written_as_address
 
 
 class NodeSections:

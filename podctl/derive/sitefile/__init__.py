@@ -1,7 +1,7 @@
 """Reading a site file: YAML -> every string checked -> schema -> typed model -> semantic checks.
 
 The strict loader of the site format, and nothing else: it knows the model, not
-what podctl derives from it. `podctl.site` adds the derived checks (a fabric
+what podctl derives from it. `podctl.derive.site` adds the derived checks (a fabric
 that cannot be built) and is what commands use.
 
 `read_site_text` never raises on bad input: the property tests feed it mutated
@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import Diagnostic, Location, PodctlError, Severity
-from ..model import KNOWN_API_VERSIONS, Site
-from ..yamlsource import PathKey, Source, format_path, load_source
-from .build import Builder
-from .diagnostics import (
+from podctl.core.errors import Diagnostic, Location, PodctlError, Severity
+from podctl.core.model import KNOWN_API_VERSIONS, Site
+from podctl.core.yamlsource import PathKey, Source, format_path, load_source
+from podctl.derive.sitefile.build import Builder
+from podctl.derive.sitefile.diagnostics import (
     MULTILINE_KEYS,
     TEMPLATE_MARKERS,
     Reporter,
@@ -27,7 +27,7 @@ from .diagnostics import (
     schema_diagnostics,
     text_problem,
 )
-from .profiles import builtin_profiles, profile_problems
+from podctl.derive.sitefile.profiles import builtin_profiles, profile_problems
 
 
 @dataclass
@@ -35,7 +35,7 @@ class CheckResult:
     file: str
     site: Site | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    # The parsed text, to place diagnostics found later (podctl.site's fabric plans) in the file.
+    # The parsed text, to place diagnostics found later (podctl.derive.site's fabric plans) in the file.
     source: Source | None = None
 
     def error(self, path: PathKey, message: str, *, code: str) -> None:

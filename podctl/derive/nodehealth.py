@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .model import IB_RATES_GBPS, VALIDATION_EXEC, Profile, Role, Site
+from podctl.core.model import IB_RATES_GBPS, VALIDATION_EXEC, Profile, Role, Site
 
 # Where the slurm role installs the gate and its inputs on every compute node, and where the
 # gate writes; the monitoring role points node exporter's textfile collector at TEXTFILE_DIR.

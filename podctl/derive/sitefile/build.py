@@ -8,18 +8,18 @@ order the sections are built in.
 
 from __future__ import annotations
 
-from .. import hostlist as hostlists
-from ..hostlist import fold as fold_hostlist
-from ..model import Node, Site
-from ..suggest import did_you_mean
-from ..yamlsource import PathKey
-from .diagnostics import Reporter
-from .fabrics import FabricSections
-from .monitoring import MonitoringSection
-from .nodes import NodeSections
-from .slurm import SlurmSection
-from .storage import StorageSection
-from .validation import ValidationSection
+from podctl.core import hostlist as hostlists
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Node, Site
+from podctl.core.suggest import did_you_mean
+from podctl.core.yamlsource import PathKey
+from podctl.derive.sitefile.diagnostics import Reporter
+from podctl.derive.sitefile.fabrics import FabricSections
+from podctl.derive.sitefile.monitoring import MonitoringSection
+from podctl.derive.sitefile.nodes import NodeSections
+from podctl.derive.sitefile.slurm import SlurmSection
+from podctl.derive.sitefile.storage import StorageSection
+from podctl.derive.sitefile.validation import ValidationSection
 
 
 class Builder(NodeSections, FabricSections, StorageSection, SlurmSection, MonitoringSection, ValidationSection):

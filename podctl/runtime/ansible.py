@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import assets, yamlout
-from .cohost import crowding
-from .errors import PodctlError
-from .fsio import private_folder
-from .redact import redact_tree
+from podctl.core import assets, yamlout
+from podctl.core.cohost import crowding
+from podctl.core.errors import PodctlError
+from podctl.core.fsio import private_folder
+from podctl.core.redact import redact_tree
 
 MAX_FORKS = 256
 DEFAULT_FORKS = 5  # Ansible's own default
@@ -47,7 +47,7 @@ MITOGEN_STRATEGY = "mitogen_linear"
 FACT_CACHE_TIMEOUT_S = 86400
 SERVER_ALIVE_INTERVAL_S = 5
 # Keepalives unanswered before a node is taken for dead: 15 s for a pod's own machines. A sim pod
-# past the density its host runs well (podctl.cohost) gets that many times longer: at 32 nodes on 2
+# past the density its host runs well (podctl.core.cohost) gets that many times longer: at 32 nodes on 2
 # cores (load ~80) two nodes' sshd, busy installing Slurm, answered late and their sessions were
 # dropped mid-task ("Data could not be sent to remote host").
 SERVER_ALIVE_COUNT = 3
@@ -80,7 +80,7 @@ class AnsibleSettings:
 
 
 def _runtime_folder(session_name: str, home_name: str, what: str) -> Path:
-    """A folder of this user's alone for `what`, or an error (podctl.fsio.private_folder):
+    """A folder of this user's alone for `what`, or an error (podctl.core.fsio.private_folder):
     $XDG_RUNTIME_DIR/<session_name> in a login session, else ~/.ansible/<home_name>; never a shared
     /tmp, where another user could make the folder first or connect to a socket in it. (Unix socket
     paths end at ~108 bytes: both are short.)"""
@@ -115,7 +115,7 @@ def ansible_settings(
     mitogen: bool = True,
 ) -> AnsibleSettings:
     """Host keys are always checked: against `known_hosts` when given (a sim pod's own file, see
-    podctl.state.pod_known_hosts), else against the user's and the system's known_hosts as ssh
+    podctl.core.state.pod_known_hosts), else against the user's and the system's known_hosts as ssh
     reads them. `fast` with `mitogen`: Mitogen's strategy (one Python interpreter per host for the
     whole run, modules sent once), over the same OpenSSH and its options; without it, OpenSSH's
     multiplexing and pipelining (`podctl deploy --no-mitogen`)."""
@@ -130,7 +130,7 @@ def ansible_settings(
     }
     if private_key is not None:
         env["ANSIBLE_PRIVATE_KEY_FILE"] = str(private_key)
-    # How Ansible opens the site's !vault values (podctl.secrets.vault_env).
+    # How Ansible opens the site's !vault values (podctl.derive.secrets.vault_env).
     env.update(vault_env or {})
     known = " ".join(str(p) for p in known_hosts)
     ssh_known = " -o StrictHostKeyChecking=yes" + (f" -o {shlex.quote('UserKnownHostsFile=' + known)}" if known else "")

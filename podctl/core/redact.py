@@ -86,7 +86,7 @@ def has_credentials(url: str | None) -> bool:
 
 def redact_tree(folder: Path) -> int:
     """Redact every text file under `folder` in place; returns how many changed."""
-    from .fsio import atomic_write
+    from podctl.core.fsio import atomic_write
 
     changed = 0
     for root, _dirs, files in os.walk(folder):

@@ -7,10 +7,10 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from .console import styled
-from .facts import Facts, fabric_summary
-from .hostlist import fold as fold_hostlist
-from .model import Site
+from podctl.core.console import styled
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.core.model import Site
+from podctl.derive.facts import Facts, fabric_summary
 
 
 def plan_summary(site: Site, facts: Facts | None = None) -> dict[str, object]:

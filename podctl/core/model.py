@@ -1,8 +1,8 @@
 """The validated site model: plain, immutable data built once from site.yaml.
 
-Nothing here does I/O. `podctl.site.load_site` builds a `Site` from a file;
+Nothing here does I/O. `podctl.derive.site.load_site` builds a `Site` from a file;
 derived facts (cables, rail addresses, Slurm topology) live in
-`podctl.topology` and `podctl.facts`, which take a `Site` as input.
+`podctl.derive.topology` and `podctl.derive.facts`, which take a `Site` as input.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from . import platforms
-from .platforms import Platform
+from podctl.core import platforms
+from podctl.core.platforms import Platform
 
 API_VERSION = "podctl/v1alpha1"
 KNOWN_API_VERSIONS = (API_VERSION,)
@@ -80,7 +80,7 @@ class HCAs:
         return IB_RATES_GBPS[self.rate] if self.count else 0
 
 
-# host -> its HCA names in one fabric, rail r at index r-1 (see podctl.facts.hca_names)
+# host -> its HCA names in one fabric, rail r at index r-1 (see podctl.derive.facts.hca_names)
 HcaNames = Mapping[str, Sequence[str]]
 
 
@@ -148,7 +148,7 @@ class Node:
     profile: str
     roles: frozenset[Role]
     address: ipaddress.IPv4Address
-    platform: Platform = platforms.DEFAULT  # its OS (podctl.platforms)
+    platform: Platform = platforms.DEFAULT  # its OS (podctl.core.platforms)
 
     def has(self, role: Role) -> bool:
         return role in self.roles
@@ -305,7 +305,7 @@ class Exclusion:
 
 # Default folder of the validation tools, on each compute node's local disk. Root runs them (the
 # health gate, validate's node suites, its Slurm jobs): they are never installed where another user
-# could write (shared storage, /tmp), see podctl.sitefile.validation.
+# could write (shared storage, /tmp), see podctl.derive.sitefile.validation.
 VALIDATION_TOOLS_LOCAL_PATH = "/opt/podctl-validation"
 # The program every root-run check goes through (validation/trusted_exec.py, installed by the
 # validation-tools stage): it refuses an interpreter, module or program another user could have

@@ -5,7 +5,7 @@ After a deploy run succeeds, each node keeps a record (the collection's `converg
 
 - the **fingerprint** of what the run was made of: podctl itself (its playbooks, roles and the
   validation package), the rendered inventory, the controller files the roles copy (named by
-  `podctl.inventory.controller_inputs`), the stages and the hosts;
+  `podctl.derive.inventory.controller_inputs`), the stages and the hosts;
 - a **snapshot** of every resource the run's tasks managed on that node, taken from the run's
   own events (each file, folder and link a file task wrote or checked, secrets' files included,
   every service, user and group), plus whole trees (each folder a role declares root's alone with
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import assets
-from .ansible import AnsibleSettings, run_playbook
-from .errors import PodctlError
-from .hostlist import fold as fold_hostlist
+from podctl.core import assets
+from podctl.core.errors import PodctlError
+from podctl.core.hostlist import fold as fold_hostlist
+from podctl.runtime.ansible import AnsibleSettings, run_playbook
 
 PLAYBOOK = "converged.yml"
 # Bumped when what goes into a fingerprint changes: every record then differs once.

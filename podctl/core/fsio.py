@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import PodctlError
+from podctl.core.errors import PodctlError
 
 MANIFEST = ".podctl-manifest.json"
 

@@ -58,11 +58,11 @@ def test_every_handler_listens_and_each_file_restarts_only_its_daemon() -> None:
     dbd = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "accounting.yml").read_text())}
     service = dbd["Accounting | slurmdbd is enabled and running on its current configuration"]
     assert "restarted" in service["ansible.builtin.systemd_service"]["state"]
-    assert "systemctl restart munge" in handlers["podctl_slurm | munge key changed"]["ansible.builtin.shell"]["cmd"]
-    # Before 23.11 a file only slurmd reads restarts slurmd alone, rolling: a batch at a time, under the gate's mark.
+    assert handlers["podctl_slurm | munge key changed"]["ansible.builtin.script"]["cmd"].startswith("restart-munge.sh ")
+    # Before 23.11 a file only slurmd reads restarts slurmd alone, rolling: a batch at a time, under
+    # the gate's mark (files/restart-slurmd.sh; its behaviour is tested below).
     assert roll["throttle"] == "{{ podctl_slurm_restart_batch | int }}"
-    script = roll["ansible.builtin.shell"]["cmd"]
-    assert script.index("--mark slurmd") < script.index("systemctl restart slurmd") < script.index("--unmark")
+    assert roll["ansible.builtin.script"]["cmd"].startswith("restart-slurmd.sh ")
     # A setting only a restart applies: slurmctld first (handlers run in file order), then the same roll.
     ordered = [h["name"] for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())]
     restart_all = [h["name"] for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
@@ -84,14 +84,18 @@ print(Templar(loader=DataLoader(), variables=variables).template(trust_as_templa
 
 
 def _handler_script(name: str, variables: dict[str, object]) -> str:
-    """A shell handler's script as Ansible renders it for a host with these variables (and the
-    role's own derived ones, vars/main.yml)."""
+    """A script handler's command line as Ansible renders it for a host with these variables (and
+    the role's own derived ones, vars/main.yml), to run with bash: the role's file with the
+    rendered arguments."""
     handler = next(h for h in yaml.safe_load((ROLE / "handlers" / "main.yml").read_text()) if h["name"] == name)
     role_vars = {
         k: v for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items() if isinstance(v, str)
     }
-    job = json.dumps({"text": handler["ansible.builtin.shell"]["cmd"], "role_vars": role_vars, "variables": variables})
-    return subprocess.run([sys.executable, "-c", _RENDER], input=job, capture_output=True, text=True, check=True).stdout
+    job = json.dumps({"text": handler["ansible.builtin.script"]["cmd"], "role_vars": role_vars, "variables": variables})
+    line = subprocess.run([sys.executable, "-c", _RENDER], input=job, capture_output=True, text=True, check=True).stdout
+    script, _, args = line.partition(" ")
+    assert handler["ansible.builtin.script"]["executable"] == "/bin/bash"
+    return f"bash {ROLE / 'files' / script} {args}"
 
 
 MARK = "gate --mark munge --for 120 --by podctl deploy: munge restart"
@@ -137,6 +141,74 @@ def test_a_munge_restart_pauses_the_gate_for_munge_alone_while_it_runs(
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
     assert (proc.returncode != 0) == bool(rc), proc.stderr
     assert (log.read_text().splitlines() if log.exists() else []) == calls
+
+
+ROLL = "Restart slurmd, a batch of nodes at a time, each until slurmctld has it back"
+
+
+def _roll(
+    tmp_path: Path, sinfo_answers: list[str], timeout_s: int, gate: bool = True
+) -> tuple[int, str, str, list[str]]:
+    """The slurmd handler run for node07 against stand-ins for systemctl, sinfo (answering
+    `sinfo_answers` in turn, then the last one) and the gate: (exit, stdout, stderr, calls)."""
+    log, bin_dir, program = tmp_path / "calls", tmp_path / "bin", tmp_path / "podctl-healthcheck"
+    bin_dir.mkdir()
+    answers = tmp_path / "answers"
+    answers.write_text("".join(f"{a}\n" for a in sinfo_answers))
+    fakes = {
+        bin_dir / "systemctl": "exit 0",
+        bin_dir / "sinfo": f"head -1 {answers}; [ $(wc -l < {answers}) -gt 1 ] && sed -i 1d {answers}",
+        program: "exit 0",
+    }
+    for path, body in fakes.items():
+        path.write_text(f'#!/bin/bash\necho "{path.name} $*" >> {log}\n{body}\nexit 0\n')
+        path.chmod(0o755)
+    script = _handler_script(
+        ROLL,
+        {
+            "_podctl_slurm_is_compute": gate,
+            "podctl_slurm_health_check": {"program": str(program)},
+            "podctl_slurm_health_expect": {},
+            "inventory_hostname": "node07",
+            "podctl_slurm_restart_timeout_s": timeout_s,
+        },
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False)
+    return proc.returncode, proc.stdout, proc.stderr, log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_slurmd_restart_waits_until_slurmctld_has_the_node_back_with_the_gate_paused(tmp_path: Path) -> None:
+    # Not responding (idle*), then unknown, then back: a drained node is registered, so back.
+    rc, out, err, calls = _roll(tmp_path, ["idle*", "unk", "drain"], 30)
+    assert rc == 0, err
+    assert calls[:2] == ["podctl-healthcheck --mark slurmd --for 90 --by podctl deploy: slurmd restart",
+                         "systemctl restart slurmd"]  # fmt: skip
+    assert calls.count("sinfo --noheader --Node --nodes node07 --format %t") == 3
+    assert calls[-1] == "podctl-healthcheck --unmark"
+    # The restart's window, which the day-2 tests read from the run's events.
+    assert re.fullmatch(r"slurmd restarted at [\d.]+, back at [\d.]+ \(drain\)\n", out), out
+
+
+def test_a_slurmd_not_back_in_time_fails_the_node_naming_what_sinfo_said(tmp_path: Path) -> None:
+    rc, _, err, calls = _roll(tmp_path, ["down*"], 2)
+    assert rc == 1
+    assert "slurmd on node07 not back within 2 s (sinfo: down*)" in err
+    assert "podctl-healthcheck --unmark" not in calls  # the mark expires on its own, 60 s past the deadline
+
+
+def test_a_slurmd_restart_on_a_node_without_the_gate_touches_no_gate(tmp_path: Path) -> None:
+    rc, _, err, calls = _roll(tmp_path, ["idle"], 30, gate=False)
+    assert rc == 0, err
+    assert calls[0] == "systemctl restart slurmd"
+    assert not [c for c in calls if c.startswith("podctl-healthcheck")]
+
+
+@pytest.mark.parametrize("args", [["", "node07"], ["", "node07", "30s"], ["", "node07", "30; reboot"]])
+def test_the_slurmd_script_refuses_what_is_not_its_three_arguments(tmp_path: Path, args: list[str]) -> None:
+    proc = subprocess.run(["bash", str(ROLE / "files" / "restart-slurmd.sh"), *args], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 2 and "usage: restart-slurmd.sh GATE NODE TIMEOUT_S" in proc.stderr
 
 
 def test_every_task_touching_a_secret_hides_it_and_every_file_it_writes_is_recorded() -> None:

@@ -29,6 +29,21 @@ def sim_site_path() -> Path:
     return SIM_SITE
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder of this test's alone with a short path, for a runtime folder where SSH and Mitogen
+    bind Unix sockets (107 bytes at most: podctl.runtime.ansible). tmp_path is too deep for one
+    under pytest's default base (/tmp/pytest-of-USER/pytest-N/<test name>)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="pt", dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def sim_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The one sim pod of a test run (pod `simcert`, 10.89.12.0/24, 1 head + 3 compute systemd

@@ -36,7 +36,7 @@ from typing import Any
 from podctl.core import assets, yamlout
 from podctl.core.cohost import crowding
 from podctl.core.errors import PodctlError
-from podctl.core.fsio import private_folder
+from podctl.core.fsio import OutputError, private_folder
 from podctl.core.redact import redact_tree
 
 MAX_FORKS = 256
@@ -79,27 +79,49 @@ class AnsibleSettings:
     envvars: dict[str, str]
 
 
-def _runtime_folder(session_name: str, home_name: str, what: str) -> Path:
+# A Unix socket's path holds at most 107 bytes (sun_path's 108, its NUL included); longer, bind()
+# fails, and Mitogen then waits for a connection that never comes. The longest names bound in
+# podctl's control folders: OpenSSH binds a master at <ControlPath>.<16 random> before renaming
+# it, and conformance's testinfra has ControlPath <folder>/ti-%C (%C: 40 hex; Ansible's own is
+# <folder>/<10 hex>); Mitogen binds <TMPDIR>/mitogen_unix_<8 random>.sock.
+UNIX_SOCKET_PATH_BYTES = 107
+TESTINFRA_CONTROL_NAME = "ti-%C"
+CONTROL_SOCKET_NAME_BYTES = len("/ti-") + 40 + len(".") + 16
+MITOGEN_SOCKET_NAME_BYTES = len("/mitogen_unix_") + 8 + len(".sock")
+
+
+def _runtime_folder(session_name: str, home_name: str, what: str, socket_name_bytes: int) -> Path:
     """A folder of this user's alone for `what`, or an error (podctl.core.fsio.private_folder):
-    $XDG_RUNTIME_DIR/<session_name> in a login session, else ~/.ansible/<home_name>; never a shared
-    /tmp, where another user could make the folder first or connect to a socket in it. (Unix socket
-    paths end at ~108 bytes: both are short.)"""
+    $XDG_RUNTIME_DIR/<session_name> in a login session, else (or when that path is too long for
+    the sockets bound in it) ~/.ansible/<home_name>; never a shared /tmp, where another user could
+    make the folder first or connect to a socket in it."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(runtime) / session_name if runtime else Path.home() / ".ansible" / home_name
-    return private_folder(folder, what)
+    candidates = [Path(runtime) / session_name] if runtime else []
+    candidates.append(Path.home() / ".ansible" / home_name)
+    for folder in candidates:
+        if len(os.fsencode(folder.absolute())) + socket_name_bytes <= UNIX_SOCKET_PATH_BYTES:
+            return private_folder(folder.absolute(), what)
+    longest = UNIX_SOCKET_PATH_BYTES - socket_name_bytes
+    raise OutputError(
+        f"no folder for {what} is short enough: {' and '.join(map(str, candidates))} would put the sockets "
+        f"bound in it past the {UNIX_SOCKET_PATH_BYTES} bytes a Unix socket's path may have; set XDG_RUNTIME_DIR "
+        f"to a folder of yours (mode 0700) whose path has at most {longest - len(session_name) - 1} bytes"
+    )
 
 
 def control_path_dir() -> Path:
     """The folder of SSH's multiplexed sockets, which carry root's module payloads (the munge key on
     stdin, the database password)."""
-    return _runtime_folder("podctl-ssh", "cp", "SSH's control sockets")
+    return _runtime_folder("podctl-ssh", "cp", "SSH's control sockets", CONTROL_SOCKET_NAME_BYTES)
 
 
 def temp_dir() -> Path:
     """TMPDIR of the Ansible that podctl runs. Mitogen binds its control socket (mitogen_unix_*.sock)
     in tempfile's folder, makes it 0600 only after bind(), and never asks who connected: whoever
     reaches it drives root on every node. Ansible's controller keeps its own temporary files there."""
-    return _runtime_folder("podctl-tmp", "podctl-tmp", "Ansible's temporary files and Mitogen's control socket")
+    return _runtime_folder(
+        "podctl-tmp", "podctl-tmp", "Ansible's temporary files and Mitogen's control socket", MITOGEN_SOCKET_NAME_BYTES
+    )
 
 
 def ansible_settings(

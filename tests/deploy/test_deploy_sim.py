@@ -112,7 +112,7 @@ def test_a_node_edited_by_hand_is_put_right_alone_and_nothing_restarts(deploy_po
 
 @pytest.mark.parametrize("strategy", [[], ["--no-mitogen"]], ids=["mitogen", "openssh"])
 def test_a_node_whose_host_key_changed_is_refused(
-    deploy_pod: DeployPod, strategy: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    deploy_pod: DeployPod, strategy: list[str], tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The pod's state, copied, with node01's host key swapped for node02's: a node that answers
     # with a key other than the one recorded is an impostor to every strategy, and nothing runs.
@@ -131,8 +131,7 @@ def test_a_node_whose_host_key_changed_is_refused(
     (copy / "known_hosts").write_text("".join(swapped))
     monkeypatch.setenv("PODCTL_STATE_DIR", str(tmp_path / "state"))
     # No SSH master connection of an earlier run (made when the key was right) to ride on.
-    (tmp_path / "run").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_tmp))
     runs = tmp_path / "runs"
     proc = podctl(
         "deploy", str(deploy_pod.site), "--only", "os", "--limit", "node01", "--runs-dir", str(runs), *strategy,

@@ -392,12 +392,14 @@ def test_readers_are_linear_on_hostile_lines(reader: str) -> None:
 
 @pytest.mark.parametrize("squat", ["another-users", "open-to-others", "a-link"])
 @pytest.mark.parametrize(("name", "what"), [("podctl-ssh", "SSH's control sockets"), ("podctl-tmp", "Mitogen's")])
-def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str, name: str, what: str) -> None:
+def test_a_squatted_control_path_folder_is_refused(
+    tmp_path: Path, short_tmp: Path, squat: str, name: str, what: str
+) -> None:
     import os
 
     from .conftest import assert_user_error
 
-    runtime = tmp_path / "run-user"
+    runtime = short_tmp / "run-user"
     runtime.mkdir(mode=0o700)
     folder = runtime / name
     if squat == "a-link":
@@ -414,30 +416,83 @@ def test_a_squatted_control_path_folder_is_refused(tmp_path: Path, squat: str, n
     assert list(folder.iterdir()) == []  # no socket was made in it (through the link: in its target)
 
 
-def test_the_control_path_is_private_and_never_under_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_control_path_is_private_and_never_under_tmp(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     from podctl.runtime.ansible import ansible_settings, control_path_dir
 
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(short_tmp / "home"))
     folder = control_path_dir()
-    assert folder == tmp_path / "home" / ".ansible" / "cp"
+    assert folder == short_tmp / "home" / ".ansible" / "cp"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.geteuid()
     settings = ansible_settings(
-        hosts=4, fast=True, fact_cache_dir=tmp_path / "f", roles_path=tmp_path, private_key=None
+        hosts=4, fast=True, fact_cache_dir=short_tmp / "f", roles_path=short_tmp, private_key=None
     )
     assert settings.envvars["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(folder)
     assert "/tmp/podctl-ssh" not in str(settings.envvars)
 
 
-def _control_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, Callable[[], Path]]]:
+def _deep(base: Path, length: int) -> Path:
+    """A folder under `base` whose path is `length` bytes long."""
+    path = base / ("d" * (length - len(str(base)) - 1))
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("session", "home_name", "name_bytes", "socket_name"),
+    [
+        ("podctl-ssh", "cp", "CONTROL_SOCKET_NAME_BYTES", "ti-" + "c" * 40 + "." + "r" * 16),
+        ("podctl-tmp", "podctl-tmp", "MITOGEN_SOCKET_NAME_BYTES", "mitogen_unix_" + "r" * 8 + ".sock"),
+    ],
+)
+def test_a_control_folder_is_never_too_long_for_the_sockets_bound_in_it(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, session: str, home_name: str, name_bytes: str, socket_name: str
+) -> None:
+    """The kernel's limit, not a figure typed here: the longest name each folder gets bound (an
+    SSH master's or testinfra's control socket while it sets up; Mitogen's listener) binds in the
+    longest folder podctl accepts, and not one byte deeper. A runtime folder too deep gives way
+    to the home folder's; both too deep are refused, saying what to set. (Too deep, Mitogen waited
+    for ever on a socket it could not bind.)"""
+    import re
+    import socket
+
+    from podctl.core.fsio import OutputError
+    from podctl.runtime import ansible
+
+    assert len(socket_name) + 1 == getattr(ansible, name_bytes)
+    folder_of = {"podctl-ssh": ansible.control_path_dir, "podctl-tmp": ansible.temp_dir}[session]
+    longest = ansible.UNIX_SOCKET_PATH_BYTES - getattr(ansible, name_bytes)
+    for length, binds in ((longest, True), (longest + 1, False)):
+        folder = _deep(short_tmp, length)
+        with socket.socket(socket.AF_UNIX) as sock:
+            try:
+                sock.bind(str(folder / socket_name))
+                bound = True
+            except OSError:
+                bound = False
+        assert bound == binds, (length, binds)
+    home = short_tmp / "h"
+    monkeypatch.setenv("HOME", str(home))
+    # <runtime>/<session> one byte longer than the sockets allow: the home folder's instead.
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(_deep(short_tmp, longest - len(session))))
+    assert folder_of() == home / ".ansible" / home_name
+    monkeypatch.setenv("HOME", str(_deep(short_tmp, longest)))  # and ~/.ansible/<name> deeper still
+    with pytest.raises(OutputError, match=re.escape("set XDG_RUNTIME_DIR to a folder of yours (mode 0700)")):
+        folder_of()
+    fits = _deep(short_tmp, longest - len(session) - 1)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(fits))
+    assert folder_of() == fits / session  # exactly as long as the sockets allow: kept
+
+
+def _control_folders(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, Callable[[], Path]]]:
     """podctl's two control folders under an XDG_RUNTIME_DIR of this user's, each with the function
     that makes it or refuses it. fsio.private_folder's checks are called directly: through a deploy,
     a folder wrongly let pass would fail only once the example's nodes were found unreachable."""
     from podctl.runtime.ansible import control_path_dir, temp_dir
 
-    runtime = tmp_path / "run-user"
+    runtime = short_tmp / "run-user"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     return [(runtime / "podctl-ssh", control_path_dir), (runtime / "podctl-tmp", temp_dir)]
@@ -445,14 +500,14 @@ def _control_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tu
 
 @pytest.mark.parametrize("mode", [0o750, 0o701, 0o770], ids=lambda mode: f"{mode:04o}")
 def test_a_control_folder_of_ones_own_open_to_group_or_others_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, mode: int
 ) -> None:
     import os
     import re
 
     from podctl.core.fsio import OutputError
 
-    for folder, folder_of in _control_folders(tmp_path, monkeypatch):
+    for folder, folder_of in _control_folders(short_tmp, monkeypatch):
         folder.mkdir()
         os.chmod(folder, mode)
         message = f"{folder} is open to group or others (mode {mode:04o})"
@@ -462,7 +517,7 @@ def test_a_control_folder_of_ones_own_open_to_group_or_others_is_refused(
 
 
 def test_a_control_folder_of_another_user_is_refused_even_when_private_to_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Mode 0700, so the owner check alone refuses it: its owner could connect to a socket podctl
     # made there, or put one of their own in its place.
@@ -471,7 +526,7 @@ def test_a_control_folder_of_another_user_is_refused_even_when_private_to_them(
 
     from podctl.core.fsio import OutputError
 
-    for folder, folder_of in _control_folders(tmp_path, monkeypatch):
+    for folder, folder_of in _control_folders(short_tmp, monkeypatch):
         folder.mkdir(mode=0o700)
         os.chown(folder, 65534, 65534)
         message = f"{folder} belongs to uid 65534, not to you (uid {os.geteuid()})"
@@ -480,18 +535,18 @@ def test_a_control_folder_of_another_user_is_refused_even_when_private_to_them(
 
 
 def _play_on_this_machine(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: list[dict[str, Any]], mitogen: bool = True
+    tmp_path: Path, runtime: Path, monkeypatch: pytest.MonkeyPatch, tasks: list[dict[str, Any]], mitogen: bool = True
 ) -> list[dict[str, Any]]:
     """The results of `tasks`, run by real ansible-runner and ansible-playbook through
     podctl.runtime.ansible.run_playbook with podctl's fast settings, against this machine (connection
     local); the run must succeed. `tmp_path/shared` stands for /tmp, the TMPDIR podctl itself was
-    started with; `tmp_path/runtime` is XDG_RUNTIME_DIR. Modules in `tmp_path/run/library` are
+    started with; `runtime` (a short path: sockets are bound there) is XDG_RUNTIME_DIR. Modules in `tmp_path/run/library` are
     found beside the playbook."""
     from podctl.runtime.ansible import ansible_settings, run_playbook
 
-    shared, runtime = tmp_path / "shared", tmp_path / "runtime"
+    shared = tmp_path / "shared"
     shared.mkdir()
-    runtime.mkdir(mode=0o700)
+    runtime.mkdir(mode=0o700, exist_ok=True)
     monkeypatch.setenv("TMPDIR", str(shared))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     settings = ansible_settings(
@@ -524,14 +579,14 @@ def _play_on_this_machine(
 
 @pytest.mark.ansible
 def test_mitogen_binds_its_control_socket_in_a_private_folder_not_in_the_shared_tmp(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The task looks while the run, and so Mitogen's listener, is up.
-    find = ["find", str(tmp_path / "shared"), str(tmp_path / "runtime"), "-name", "mitogen_unix_*"]
+    find = ["find", str(tmp_path / "shared"), str(short_tmp), "-name", "mitogen_unix_*"]
     task = {"name": "Sockets", "ansible.builtin.command": {"argv": find}, "changed_when": False}
-    (result,) = _play_on_this_machine(tmp_path, monkeypatch, [task])
+    (result,) = _play_on_this_machine(tmp_path, short_tmp, monkeypatch, [task])
     found = result["stdout_lines"]
-    private = tmp_path / "runtime" / "podctl-tmp"
+    private = short_tmp / "podctl-tmp"
     assert found and [Path(f).parent for f in found] == [private] * len(found), found
     assert stat.S_IMODE(private.stat().st_mode) == 0o700
 
@@ -553,13 +608,13 @@ module.exit_json(changed=False, mitogen_loaded=loaded)
 @pytest.mark.ansible
 @pytest.mark.parametrize(("mitogen", "loaded"), [(True, ["ansible_mitogen", "mitogen"]), (False, [])])
 def test_with_mitogen_on_modules_run_inside_mitogens_interpreter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mitogen: bool, loaded: list[str]
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch, mitogen: bool, loaded: list[str]
 ) -> None:
     library = tmp_path / "run" / "library"
     library.mkdir(parents=True)
     (library / "podctl_mitogen_probe.py").write_text(MITOGEN_PROBE)
     task = {"name": "Probe", "podctl_mitogen_probe": {}}
-    (result,) = _play_on_this_machine(tmp_path, monkeypatch, [task], mitogen=mitogen)
+    (result,) = _play_on_this_machine(tmp_path, short_tmp, monkeypatch, [task], mitogen=mitogen)
     assert result["mitogen_loaded"] == loaded, result
 
 

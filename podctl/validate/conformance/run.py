@@ -37,6 +37,7 @@ from podctl.core.model import Site
 from podctl.derive.inventory import controller_inputs
 from podctl.runtime import converged
 from podctl.runtime.ansible import (
+    TESTINFRA_CONTROL_NAME,
     AnsibleSettings,
     ansible_settings,
     control_path_dir,
@@ -159,7 +160,10 @@ def ssh_args(settings: AnsibleSettings) -> str:
     one: without it every command of every test would be a fresh SSH handshake)
     and BatchMode (an unknown host key or a password prompt fails the host
     instead of waiting for an answer nobody gives)."""
-    return settings.envvars["ANSIBLE_SSH_ARGS"] + f" -o ControlPath={control_path_dir()}/ti-%C -o BatchMode=yes"
+    return (
+        settings.envvars["ANSIBLE_SSH_ARGS"]
+        + f" -o ControlPath={control_path_dir()}/{TESTINFRA_CONTROL_NAME} -o BatchMode=yes"
+    )
 
 
 def run_tests(

@@ -68,7 +68,7 @@ demo:
 # tests that need no container. Each part prints its wall time; the long tier is `make test-long`.
 # The wheel's podctl: PODCTL_TEST_PODCTL when given (.ci/run builds it during setup), else
 # `make installed` builds it. Under every tier a test that cannot run here fails instead of
-# being skipped (PODCTL_TEST_ALL, tests/conftest.py).
+# being skipped (PODCTL_TEST_ALL, tests/helpers/repo.py).
 PYTEST_DURATIONS := --durations=0 --durations-min=5
 TEST_ENV = PODCTL_TEST_ALL=1 PODCTL_TEST_PODCTL=$${PODCTL_TEST_PODCTL:-$(INSTALLED)/bin/podctl}
 test: sim-setup consumers fabric-setup

@@ -1,27 +1,17 @@
+"""The fixtures every test folder shares (the sim pod of the run) and the run's hooks: the order
+of the tests on the sim pod, and the daemons a run leaves running. Helpers live in tests/helpers/."""
+
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
-from tests import processes
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data"
-SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
-
-
-def cannot_run_here(reason: str) -> NoReturn:
-    """A test that cannot run on this machine (not root, a tool missing): skipped when pytest is
-    run by hand, a failure under the Makefile's tiers (PODCTL_TEST_ALL), which must not pass by
-    running nothing."""
-    if os.environ.get("PODCTL_TEST_ALL"):
-        pytest.fail(f"{reason} (the Makefile's test tiers set PODCTL_TEST_ALL: every test runs)", pytrace=False)
-    pytest.skip(reason)
+from tests.helpers import processes
+from tests.helpers.repo import REPO, SIM_SITE, cannot_run_here
 
 
 @pytest.fixture
@@ -50,7 +40,7 @@ def sim_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     containers), brought up by `podctl sim up` and not yet deployed: tests/sim judge the sim
     itself on it (they may replace a container) before anything is deployed. Removed at the end
     of the run unless PODCTL_KEEP_POD=1."""
-    from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Nodes, podctl, sim_site_copy
+    from tests.helpers.simpod import SIM_IPOIB_SUPERNET, SIM_POD, SIM_SUBNET_PREFIX, Nodes, podctl, sim_site_copy
 
     if os.geteuid() != 0:
         cannot_run_here("the sim needs root")
@@ -60,7 +50,7 @@ def sim_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         )
     base = tmp_path_factory.mktemp("simpod")
     site = base / "site.yaml"
-    text = sim_site_copy(SIM_POD, SIM_SUBNET_PREFIX, "172.24.0.0/16")
+    text = sim_site_copy(SIM_POD, SIM_SUBNET_PREFIX, SIM_IPOIB_SUPERNET)
     # PODCTL_TEST_SIM_RELEASE=12: the whole matrix on that release instead of the newest.
     release = os.environ.get("PODCTL_TEST_SIM_RELEASE")
     if release:
@@ -82,7 +72,7 @@ def sim_pod(sim_nodes: object) -> object:
     fault runs only the suite that must catch it. The deploy tests (tests/deploy/test_deploy_sim.py)
     judge this first deploy and its no-change re-run before any other test changes the pod (see
     pytest_collection_modifyitems)."""
-    from tests.simpod import Nodes, Pod, podctl, sim_up
+    from tests.helpers.simpod import Nodes, Pod, podctl, sim_up
 
     assert isinstance(sim_nodes, Nodes)
     if not list((REPO / ".cache" / "validation-wheels").glob("torch-*.whl")):
@@ -128,7 +118,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # A test's processes end with it: the daemons running when the run began, and the run's mark
-# (tests/processes.py). Under pytest-xdist the controller checks once, after every worker is done.
+# (tests/helpers/processes.py). Under pytest-xdist the controller checks once, after every worker is done.
 _DAEMONS_BEFORE = pytest.StashKey[list[processes.Process]]()
 
 

@@ -11,8 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from podctl.cli import main
-
-from .conftest import DATA, SIM_SITE
+from tests.helpers.repo import DATA, SIM_SITE
 
 
 def run(*args: str) -> tuple[int, str]:

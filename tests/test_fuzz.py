@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from podctl.cli import main
 from podctl.derive.site import check_site_text
-
-from .conftest import DATA, REPO
+from tests.helpers.repo import DATA, REPO
 
 SOURCES = [
     REPO / "inventory" / "sim" / "site.yaml",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, SIM_SITE
+from tests.helpers.repo import REPO, SIM_SITE
 
 SITE = REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"
 

@@ -15,8 +15,7 @@ from podctl.core.errors import PodctlError
 from podctl.derive.facts import Facts
 from podctl.derive.inventory import _host_vars, _site_vars, render, write_inventory
 from podctl.derive.site import check_site_text, load_site
-
-from .conftest import REPO, SIM_SITE
+from tests.helpers.repo import REPO, SIM_SITE
 
 EXAMPLES = sorted((REPO / "inventory").rglob("*.yaml"))
 

@@ -10,7 +10,7 @@ import pytest
 from podctl.core import platforms
 from podctl.core.platforms import SlurmDaemon, SlurmVersion, slurm_rule_problems
 from podctl.derive.site import check_site_text
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 SIM_SITE = (REPO / "inventory" / "sim" / "site.yaml").read_text()
 

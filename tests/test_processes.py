@@ -1,4 +1,4 @@
-"""The run's last check (tests/processes.py, tests/conftest.py): a daemon the tests started and
+"""The run's last check (tests/helpers/processes.py, tests/conftest.py): a daemon the tests started and
 left running fails the run, named; what ran before, what another session started and what runs
 in a PID namespace of its own (a container's, a sandbox's) are none of its business."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import processes
-from tests.conftest import REPO
+from tests.helpers import processes
+from tests.helpers.repo import REPO
 
 LEAK = """
 import subprocess

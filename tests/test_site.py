@@ -10,8 +10,7 @@ import pytest
 from podctl.core.errors import Severity, SiteError
 from podctl.core.model import VALIDATION_EXEC, Site
 from podctl.derive.site import check_site_file, check_site_text, load_site
-
-from .conftest import DATA, REPO, SIM_SITE
+from tests.helpers.repo import DATA, REPO, SIM_SITE
 
 EXPECT = re.compile(r"^# expect: (error|warning) (\S+) (\S+)(?: (.*))?$", re.M)
 

@@ -5,7 +5,9 @@ commands over features over derive and runtime over the core, each contract
 exhaustive; no library module importing a command module; the node-side
 `validation` package never importing podctl. A back-import, or a module no
 contract places, fails here instead of waiting for a review. The README's
-table of rooms is checked against the folders and the contract.
+table of rooms is checked against the folders and the contract. The tests'
+conftest.py files hold fixtures and hooks alone; what tests share lives in
+tests/helpers/ and is never imported from a conftest.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.helpers.repo import REPO
 
 BIN = Path(sys.executable).parent
 # ~500 lines: a module beyond says at its top why it is one module.
@@ -156,3 +158,45 @@ def test_functions_stay_within_the_size_budget() -> None:
     assert not unexplained, f"split these, or name them in OVER_BUDGET with why they are one function: {unexplained}"
     back_under = sorted(set(OVER_BUDGET) - set(over))
     assert not back_under, f"within the budget now, take them off OVER_BUDGET: {back_under}"
+
+
+def _imports_a_conftest(node: ast.AST) -> bool:
+    """`import tests.conftest`, `from .conftest import X`, `from tests import conftest`, ..."""
+    if isinstance(node, ast.Import):
+        return any("conftest" in alias.name.split(".") for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        module = (node.module or "").split(".")
+        return "conftest" in module or any(alias.name == "conftest" for alias in node.names)
+    return False
+
+
+def _is_fixture(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if ast.unparse(target) in ("pytest.fixture", "fixture"):
+            return True
+    return False
+
+
+def test_conftests_hold_fixtures_and_hooks_alone_and_no_module_imports_one() -> None:
+    """A helper lives in tests/helpers/ and is imported from there: a conftest.py defines fixtures
+    and pytest's hooks (`pytest_*`) only, no other function and no class, and no module imports
+    anything from a conftest (pytest loads those itself)."""
+    wrong = []
+    for path in sorted([*(REPO / "tests").rglob("*.py"), *(REPO / "bench").rglob("*.py")]):
+        tree = ast.parse(path.read_text(), str(path))
+        where = path.relative_to(REPO)
+        wrong += [
+            f"{where}:{node.lineno}: imports from a conftest" for node in ast.walk(tree) if _imports_a_conftest(node)
+        ]
+        if path.name != "conftest.py":
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                wrong.append(f"{where}:{node.lineno}: class {node.name} (a helper: tests/helpers/)")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if not node.name.startswith("pytest_") and not _is_fixture(node):
+                    wrong.append(
+                        f"{where}:{node.lineno}: {node.name}() is neither a fixture nor a hook (tests/helpers/)"
+                    )
+    assert not wrong, "\n".join(wrong)

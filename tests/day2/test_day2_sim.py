@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.simpod import Pod, podctl
+from tests.helpers.simpod import Pod, podctl
 
 pytestmark = pytest.mark.sim
 

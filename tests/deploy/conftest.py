@@ -8,17 +8,9 @@ so its first deploy and no-change re-run are judged on the pod as deployed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod
-
-REPO = Path(__file__).resolve().parents[2]
-POD = SIM_POD
-SUBNET_PREFIX = SIM_SUBNET_PREFIX
-# The IPoIB supernet tests/conftest.py gives the shared pod.
-IPOIB_SUPERNET_PREFIX = "172.24."
+from tests.helpers.simpod import Pod
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from podctl.core.assets import collection_dir
-from tests.conftest import SIM_SITE
+from tests.helpers.repo import SIM_SITE
 
 BIN = Path(sys.executable).parent
 
@@ -96,7 +96,7 @@ def _install(tarball: Path, collections: Path) -> None:
 def test_the_collection_deploys_the_sim_pod_without_the_cli(sim_pod, tmp_path: Path) -> None:
     from podctl.core.state import private_key_for
     from podctl.derive.site import load_site
-    from tests.simpod import podctl
+    from tests.helpers.simpod import podctl
 
     collections = tmp_path / "collections"
     _install(_build(tmp_path), collections)

@@ -24,7 +24,7 @@ from podctl.core.assets import collection_dir
 from podctl.derive.inventory import controller_inputs, write_inventory
 from podctl.derive.site import load_site
 from podctl.runtime import converged
-from tests.conftest import SIM_SITE
+from tests.helpers.repo import SIM_SITE
 
 MODULE = collection_dir() / "plugins" / "modules" / "converged.py"
 

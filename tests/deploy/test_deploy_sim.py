@@ -31,10 +31,12 @@ from typing import Any
 import pytest
 
 from podctl.core import state
-from tests.simpod import RECONFIGURED_IN_PLACE, daemons_changed, podctl
-from tests.simpod import Pod as DeployPod
-
-from .conftest import IPOIB_SUPERNET_PREFIX, POD, REPO, SUBNET_PREFIX
+from tests.helpers.repo import REPO
+from tests.helpers.simpod import RECONFIGURED_IN_PLACE, daemons_changed, podctl
+from tests.helpers.simpod import SIM_IPOIB_SUPERNET_PREFIX as IPOIB_SUPERNET_PREFIX
+from tests.helpers.simpod import SIM_POD as POD
+from tests.helpers.simpod import SIM_SUBNET_PREFIX as SUBNET_PREFIX
+from tests.helpers.simpod import Pod as DeployPod
 
 pytestmark = [pytest.mark.deploy, pytest.mark.sim]
 

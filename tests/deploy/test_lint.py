@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from podctl.core.assets import collection_dir, collections_path
-from tests.conftest import cannot_run_here
+from tests.helpers.repo import cannot_run_here
 
 pytestmark = [pytest.mark.deploy, pytest.mark.ansible]
 

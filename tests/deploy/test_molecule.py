@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from podctl.core.assets import roles_dir
-from tests.conftest import cannot_run_here
+from tests.helpers.repo import cannot_run_here
 
 pytestmark = [pytest.mark.molecule, pytest.mark.sim]
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from podctl.derive.site import load_site
-from tests.conftest import SIM_SITE, cannot_run_here
-from tests.roles import render_templates
+from tests.helpers.repo import SIM_SITE, cannot_run_here
+from tests.helpers.roles import render_templates
 
 pytestmark = pytest.mark.deploy
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from podctl.core.assets import collections_path, roles_dir
-from tests.roles import bcrypt_filter
+from tests.helpers.roles import bcrypt_filter
 
 pytestmark = pytest.mark.deploy
 
@@ -191,7 +191,7 @@ def test_the_login_hash_is_bcrypt_the_same_on_every_run_and_refuses_what_bcrypt_
 
 @pytest.mark.ansible
 def test_prometheus_and_alertmanager_listen_on_the_management_address_behind_their_login(tmp_path: Path) -> None:
-    from tests.roles import render_templates
+    from tests.helpers.roles import render_templates
 
     files = render_templates(
         SIM_SITE, "monitoring", "head01", LOGIN_FILES, tmp_path, {"__podctl_monitoring_web_users": web_users()}
@@ -214,7 +214,7 @@ def test_prometheus_and_alertmanager_listen_on_the_management_address_behind_the
 
 @pytest.mark.ansible
 def test_with_listen_localhost_they_bind_the_loopback_address(tmp_path: Path) -> None:
-    from tests.roles import render_templates
+    from tests.helpers.roles import render_templates
 
     site = tmp_path / "site.yaml"
     site.write_text(SIM_SITE.read_text().replace("  alert_rules: true\n", "  alert_rules: true\n  listen: localhost\n"))
@@ -232,7 +232,7 @@ def test_with_listen_localhost_they_bind_the_loopback_address(tmp_path: Path) ->
 
 @pytest.mark.ansible
 def test_with_the_sites_certificate_clients_pin_it_and_name_the_host_it_serves(tmp_path: Path) -> None:
-    from tests.roles import render_templates
+    from tests.helpers.roles import render_templates
 
     site = DATA / "valid-every-field.yaml"
     files = render_templates(
@@ -263,7 +263,7 @@ def _filtered_ports(rules: str, chain: str) -> set[int]:
 
 @pytest.mark.ansible
 def test_exporters_bind_the_management_address_and_answer_the_prometheus_host_alone(tmp_path: Path) -> None:
-    from tests.roles import render_templates
+    from tests.helpers.roles import render_templates
 
     head = render_templates(SIM_SITE, "monitoring", "head01", EXPORTER_FILES, tmp_path)
     node = render_templates(SIM_SITE, "monitoring", "node02", EXPORTER_FILES, tmp_path)

@@ -7,8 +7,7 @@ import pytest
 import yaml
 
 from podctl.core.assets import roles_dir
-
-from ..roles import filter_plugin
+from tests.helpers.roles import filter_plugin
 
 pytestmark = pytest.mark.deploy
 

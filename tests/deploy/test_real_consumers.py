@@ -1,7 +1,7 @@
 """The configuration podctl renders, handed to the programs that read it: Slurm's daemons, promtool, amtool.
 
 For every example site, the slurm and monitoring roles' templates are
-rendered for the site's controller and Prometheus host (tests/roles.py), then:
+rendered for the site's controller and Prometheus host (tests/helpers/roles.py), then:
 
 - for each Slurm generation podctl deploys (podctl.core.platforms: Debian 12's
   22.05, Debian 13's 24.11), the files rendered for it, and that generation's
@@ -40,9 +40,9 @@ from podctl.core.assets import roles_dir
 from podctl.core.model import Role
 from podctl.derive.nodehealth import GATE_PROGRAM, GATE_PROLOG
 from podctl.derive.site import load_site
-from tests import processes
-from tests.conftest import DATA, REPO
-from tests.roles import bcrypt_filter, render_templates
+from tests.helpers import processes
+from tests.helpers.repo import DATA, REPO
+from tests.helpers.roles import bcrypt_filter, render_templates
 
 pytestmark = pytest.mark.deploy
 

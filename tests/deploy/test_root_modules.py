@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from podctl.core.assets import collection_dir, collections_path
-from tests.conftest import cannot_run_here
+from tests.helpers.repo import cannot_run_here
 
 MODULES = collection_dir() / "plugins" / "modules"
 NOBODY = 65534

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.simpod import Pod, podctl
+from tests.helpers.simpod import Pod, podctl
 
 pytestmark = pytest.mark.sim
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from podctl.core.assets import roles_dir
-from tests.roles import render_templates
+from tests.helpers.roles import render_templates
 
 pytestmark = pytest.mark.deploy
 

@@ -8,9 +8,8 @@ import pytest
 
 from podctl.core.hostlist import MAX_HOSTS, HostlistError, count, expand
 from podctl.derive.site import check_site_text
-
-from ..conftest import REPO
-from .conftest import assert_user_error, podctl
+from tests.helpers.cli import assert_user_error, podctl
+from tests.helpers.repo import REPO
 
 SIM = (REPO / "inventory" / "sim" / "site.yaml").read_text()
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import REPO
-from .conftest import assert_user_error, podctl
+from tests.helpers.cli import assert_user_error, podctl
+from tests.helpers.repo import REPO
+
 from .test_bounded import CASES as BAD_SITES
 
 SIM = str(REPO / "inventory" / "sim" / "site.yaml")

@@ -17,8 +17,7 @@ import pytest
 import yaml
 
 from podctl.runtime.ansible import REDACTED_MARK
-
-from ..conftest import REPO
+from tests.helpers.repo import REPO
 
 pytestmark = pytest.mark.ansible
 

@@ -11,9 +11,8 @@ import pytest
 from podctl.core.fsio import MANIFEST, OutputError, OutputFolder, atomic_write, write_tree
 from podctl.validate.judge import Certification
 from podctl.validate.report import write_report
-
-from ..conftest import REPO
-from .conftest import assert_user_error, podctl
+from tests.helpers.cli import assert_user_error, podctl
+from tests.helpers.repo import REPO
 
 SIM = str(REPO / "inventory" / "sim" / "site.yaml")
 

@@ -15,9 +15,8 @@ import yaml
 
 from podctl.core import yamlout
 from podctl.derive.site import schema
-
-from ..conftest import DATA, REPO
-from .schema_fields import _resolve, instances, string_fields
+from tests.helpers.repo import DATA, REPO
+from tests.helpers.schema_fields import _resolve, instances, string_fields
 
 TRUE_END = r"(?![\s\S])"
 BASES = [

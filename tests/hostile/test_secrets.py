@@ -17,9 +17,8 @@ import yaml
 from podctl.core.model import Secret
 from podctl.derive.inventory import SITE_VARS, write_inventory
 from podctl.derive.site import load_site
-
-from ..conftest import REPO
-from .conftest import assert_user_error, podctl
+from tests.helpers.cli import assert_user_error, podctl
+from tests.helpers.repo import REPO
 
 pytestmark = pytest.mark.ansible
 

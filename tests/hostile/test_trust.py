@@ -25,9 +25,8 @@ from podctl.derive.inventory import SITE_VARS, write_inventory
 from podctl.derive.site import load_site
 from podctl.runtime import remote
 from podctl.validate.judge import CheckRun, judge
-
-from ..conftest import REPO
-from .conftest import podctl
+from tests.helpers.cli import podctl
+from tests.helpers.repo import REPO
 
 
 class _Server(paramiko.ServerInterface):
@@ -397,7 +396,7 @@ def test_a_squatted_control_path_folder_is_refused(
 ) -> None:
     import os
 
-    from .conftest import assert_user_error
+    from tests.helpers.cli import assert_user_error
 
     runtime = short_tmp / "run-user"
     runtime.mkdir(mode=0o700)

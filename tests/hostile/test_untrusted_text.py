@@ -15,10 +15,9 @@ from podctl.core.console import make_console
 from podctl.validate.envelope import parse_envelope
 from podctl.validate.judge import CheckRun, Verdict, judge
 from podctl.validate.report import print_summary, write_report
+from tests.helpers.cli import podctl
+from tests.helpers.repo import REPO
 from validation.result import Report, envelope_problems
-
-from ..conftest import REPO
-from .conftest import podctl
 
 GLOO = (
     "[E ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "

@@ -1,6 +1,6 @@
 """Site values are data: never a template, never an extra config line.
 
-Cases come from the schema itself (schema_fields.string_fields): every string
+Cases come from the schema itself (tests/helpers/schema_fields.py: string_fields): every string
 field of every base site below gets a value with template markers, a trailing
 newline, an embedded newline and console markup. Each is refused by `podctl
 check` at that field's path, or is free text (brackets are plain text). The
@@ -26,9 +26,8 @@ from podctl.core.errors import PodctlError
 from podctl.core.yamlsource import format_path
 from podctl.derive.inventory import render, write_inventory
 from podctl.derive.site import MULTILINE_KEYS, check_site_text, load_site
-
-from ..conftest import DATA, REPO
-from .schema_fields import KEY, get, instances, replace, string_fields
+from tests.helpers.repo import DATA, REPO
+from tests.helpers.schema_fields import KEY, get, instances, replace, string_fields
 
 BASE_SITES = [
     REPO / "inventory" / "sim" / "site.yaml",

@@ -127,7 +127,7 @@ def test_a_profile_names_its_hcas_in_the_findings(tmp_path):
     from podctl.derive.site import load_site
     from podctl.derive.topology import plan_fabric
     from podctl.ibfabric.formats import parse_ibnetdiscover, topology_from_plan
-    from tests.conftest import SIM_SITE
+    from tests.helpers.repo import SIM_SITE
 
     profile = (
         "profiles:\n  lab:\n    compute_hcas: { count: 2, rate: HDR, names: [mlx5_7, ibp24s0] }\n"

@@ -15,7 +15,7 @@ import pytest
 
 from podctl.ibfabric.formats import LANE_GBPS, CablingError, parse_iblinkinfo, parse_ibnetdiscover
 from podctl.ibfabric.identity import Naming, is_aggregation_node, is_factory_default
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 DATA = REPO / "tests" / "data" / "fabric"
 EXPECTED = json.loads((DATA / "expected.json").read_text())

@@ -16,7 +16,7 @@ from podctl.ibfabric.counters import (
     read_sysfs_counters,
 )
 from podctl.ibfabric.formats import CablingError
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 DATA = REPO / "tests" / "data" / "fabric"
 EXPECTED = json.loads((DATA / "expected.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 from podctl.ibfabric.counters import parse_ibqueryerrors, parse_perfquery, read_ibqueryerrors, read_perfquery
 from podctl.ibfabric.evidence import over_threshold
 from podctl.ibfabric.formats import CablingError
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 from validation.health import _sysfs_state, parse_ib_rate
 
 DATA = REPO / "tests" / "data" / "ibcounters"

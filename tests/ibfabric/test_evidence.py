@@ -9,7 +9,7 @@ from podctl.ibfabric.counters import parse_ibqueryerrors
 from podctl.ibfabric.evidence import hca_port_evidence, over_threshold, place_counters
 from podctl.ibfabric.topofile import guid_key
 from podctl.localize.routing import Router
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 DATA = REPO / "tests" / "data" / "fabric"
 

@@ -14,8 +14,8 @@ from podctl.ibfabric.check import check_cabling
 from podctl.ibfabric.counters import parse_ibqueryerrors, parse_perfquery
 from podctl.ibfabric.formats import MAX_LINE, CablingError, parse_iblinkinfo, parse_ibnetdiscover
 from podctl.ibfabric.identity import parse_anchors
-from tests.conftest import REPO
-from tests.ibfabric.conftest import _site
+from tests.helpers.repo import REPO
+from tests.helpers.sites import loaded_site
 
 DATA = REPO / "tests" / "data" / "fabric"
 PARSERS = {
@@ -164,7 +164,7 @@ def damaged(draw):
     return fmt, "".join(lines)
 
 
-SIM_PLAN = plan_fabric(_site("sim").fabrics["compute"])
+SIM_PLAN = plan_fabric(loaded_site("sim").fabrics["compute"])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,7 +16,7 @@ from podctl.ibfabric.topofile import CablingError
 from podctl.localize.localize import localize
 from podctl.localize.routing import Router, RoutingError
 from podctl.localize.simulate import Fault, SimulatedFabric, random_faults
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 DATA = REPO / "tests" / "data" / "fabric"
 H100 = REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"

@@ -26,8 +26,8 @@ from podctl.ibfabric.ibsim import IbsimError, RoutingRun, SimulatedFabric, find_
 from podctl.ibfabric.ibsim.install import need_tools
 from podctl.ibfabric.lft import Lfts, place_forwarding, read_lfts
 from podctl.ibfabric.topofile import name_guid
-from tests.conftest import SIM_SITE, cannot_run_here
-from tests.roles import render_templates
+from tests.helpers.repo import SIM_SITE, cannot_run_here
+from tests.helpers.roles import render_templates
 
 pytestmark = pytest.mark.fabric
 

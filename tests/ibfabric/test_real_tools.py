@@ -44,7 +44,7 @@ from podctl.ibfabric.ibsim import (
 )
 from podctl.ibfabric.ibsim.install import need_tools
 from podctl.ibfabric.topofile import planned_ends
-from tests.conftest import REPO, cannot_run_here
+from tests.helpers.repo import REPO, cannot_run_here
 
 pytestmark = pytest.mark.fabric
 

@@ -6,32 +6,13 @@ from podctl.core.model import Fabric
 from podctl.derive.site import load_site
 from podctl.derive.topology import FabricPlan, plan_fabric
 from podctl.localize.routing import Router
-from tests.conftest import REPO
-
-
-def small_fabric(nodes: int, *, su_size: int = 4, radix: int = 8, rails: int = 2, tiers: int | None = None) -> Fabric:
-    """Tiny fabrics (8-port switches) that still have two or three tiers and several blocks."""
-    return Fabric(
-        name="compute",
-        type="infiniband",
-        rate="NDR",
-        switch_model="test-8",
-        radix=radix,
-        scalable_unit_size=su_size,
-        tiers=tiers,
-        leaf_down_ports=radix // 2,
-        leaf_up_ports=radix // 2,
-        rails=rails,
-        nodes=tuple(f"n{i:03d}" for i in range(1, nodes + 1)),
-        subnet_managers=(),
-        routing_engine="ftree",
-        switch_prefix="ib",
-    )
+from tests.helpers.fabrics import small_fabric
+from tests.helpers.sites import SITES
 
 
 @pytest.fixture(scope="session")
 def h100_127() -> tuple[Fabric, FabricPlan, Router]:
-    fabric = load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml").fabrics["compute"]
+    fabric = load_site(SITES["h100-127"]).fabrics["compute"]
     plan = plan_fabric(fabric)
     return fabric, plan, Router(plan)
 
@@ -47,6 +28,6 @@ def three_tier() -> tuple[Fabric, FabricPlan, Router]:
 
 @pytest.fixture(scope="session")
 def a100_140() -> tuple[Fabric, FabricPlan, Router]:
-    fabric = load_site(REPO / "inventory" / "examples" / "dgx-a100-superpod-140.yaml").fabrics["compute"]
+    fabric = load_site(SITES["a100-140"]).fabrics["compute"]
     plan = plan_fabric(fabric)
     return fabric, plan, Router(plan)

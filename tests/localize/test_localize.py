@@ -131,7 +131,7 @@ def test_tiny_pods_without_a_known_good_partner_still_name_the_slow_node(nodes, 
     passes, so suspects are paired with each other until one pair clears."""
     from podctl.derive.topology import plan_fabric
     from podctl.localize.routing import Router
-    from tests.localize.conftest import small_fabric
+    from tests.helpers.fabrics import small_fabric
 
     fabric = small_fabric(nodes)
     plan = plan_fabric(fabric)
@@ -151,7 +151,7 @@ def test_hcas_are_named_as_the_profile_names_them(h100_127):
     from podctl.derive.facts import hca_names
     from podctl.derive.site import load_site
     from podctl.localize.localize import link_ends
-    from tests.conftest import REPO
+    from tests.helpers.repo import REPO
 
     fabric, plan, router = h100_127
     names = hca_names(load_site(REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"), "compute")
@@ -166,7 +166,7 @@ def test_hcas_are_named_as_the_profile_names_them(h100_127):
 def test_when_every_node_is_slow_the_fallback_gives_up_in_about_log2_n_rounds():
     from podctl.derive.topology import plan_fabric
     from podctl.localize.routing import Router
-    from tests.localize.conftest import small_fabric
+    from tests.helpers.fabrics import small_fabric
 
     fabric = small_fabric(32)
     plan = plan_fabric(fabric)

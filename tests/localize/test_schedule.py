@@ -6,8 +6,7 @@ import pytest
 
 from podctl.derive.topology import plan_fabric
 from podctl.localize.schedule import Round, Test, cross_su_matching, plan_rounds
-
-from .conftest import small_fabric
+from tests.helpers.fabrics import small_fabric
 
 
 def test_a_round_rejects_a_node_in_two_tests():

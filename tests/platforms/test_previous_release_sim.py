@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cannot_run_here
-from tests.simpod import Pod, certify, daemons_changed, podctl, sim_site_copy
+from tests.helpers.repo import cannot_run_here
+from tests.helpers.simpod import Pod, certify, daemons_changed, podctl, sim_site_copy
 
 # A second pod's install and certification (about 10 min on CI's machine): make test-long.
 pytestmark = [pytest.mark.sim, pytest.mark.long]

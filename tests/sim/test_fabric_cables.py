@@ -17,7 +17,7 @@ from podctl.ibfabric.emulated import network
 from podctl.ibfabric.ibsim import node_ids
 from podctl.sim import fabric
 from podctl.sim.errors import SimError
-from tests.conftest import SIM_SITE
+from tests.helpers.repo import SIM_SITE
 
 
 @pytest.fixture(scope="module")

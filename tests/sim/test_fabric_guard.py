@@ -22,7 +22,7 @@ from podctl.ibfabric.ibsim import IbsimError, SimulatedFabric, find_install, gua
 from podctl.ibfabric.ibsim.install import need_tools
 from podctl.ibfabric.ibsim.process import wait_for
 from podctl.sim import fabric
-from tests.conftest import SIM_SITE, cannot_run_here
+from tests.helpers.repo import SIM_SITE, cannot_run_here
 
 pytestmark = pytest.mark.fabric
 

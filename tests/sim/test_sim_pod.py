@@ -24,9 +24,9 @@ from podctl.sim import fabric, pod
 from podctl.sim.cli import sim
 from podctl.sim.errors import SimError
 from podctl.sim.podman import network_name, pod_filter
-from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX
-
-from .conftest import SIM_SITE, SimPod, timed, transfer_mbit
+from tests.helpers.repo import SIM_SITE
+from tests.helpers.simpod import SIM_POD, SIM_SUBNET_PREFIX, SimPod
+from tests.helpers.timing import timed, transfer_mbit
 
 pytestmark = pytest.mark.sim
 

@@ -23,8 +23,7 @@ from podctl.ibfabric import corrupt
 from podctl.ibfabric.formats import End, parse_ibnetdiscover, topology_from_plan, write_ibnetdiscover
 from podctl.ibfabric.identity import write_anchors
 from podctl.validate.cabling import READ_GUIDS, parse_node_guids
-
-from ..conftest import DATA
+from tests.helpers.repo import DATA
 
 PODCTL = str(Path(sys.executable).parent / "podctl")
 FACTORY_HCA = "MT4129 ConnectX7   Mellanox Technologies"

@@ -23,7 +23,7 @@ from podctl.validate.certify import certify_site
 from podctl.validate.fabric_inputs import MODEL_ROUTES_NOTE, FabricDumps
 from podctl.validate.ledger import CERT_RECORD
 from podctl.validate.request import ValidateRequest
-from tests.conftest import SIM_SITE
+from tests.helpers.repo import SIM_SITE
 from validation.result import envelope, finding
 
 SICK = "node02"

@@ -19,7 +19,7 @@ from podctl.validate.judge import Certification
 from podctl.validate.ledger import certification_record, write_command
 from podctl.validate.pod import pick_partners
 from podctl.validate.slurm import parse_sinfo
-from tests.conftest import SIM_SITE
+from tests.helpers.repo import SIM_SITE
 
 # sinfo -N -h -o '%N|%T|%E' on Slurm 22.05: a node in two partitions is listed twice; %T is long.
 SINFO = """node01|idle|none

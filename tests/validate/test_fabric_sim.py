@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from podctl.derive.emulated import EMULATED_SM_SERVICE, UMAD2SIM_PROGRAM
-from tests.simpod import Pod, podctl
+from tests.helpers.simpod import Pod, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]
 

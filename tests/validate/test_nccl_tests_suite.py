@@ -15,9 +15,8 @@ from podctl.runtime.remote import RemoteResult
 from podctl.validate.judge import judge
 from podctl.validate.ncclperf import MEASUREMENT, PerfSpec, perf_verdicts, run_perf
 from podctl.validate.slurm import Job, srun_argv
-
-from ..conftest import DATA
-from ..hostile.conftest import podctl
+from tests.helpers.cli import podctl
+from tests.helpers.repo import DATA
 
 H200_2GPU = DATA / "nccl-tests" / "podctl-h200-2gpu-nv18-all_reduce.txt"
 H100_2NODE = DATA / "nccl-tests" / "a3mega-h100-2node-mpirun-all_reduce.txt"

@@ -12,7 +12,7 @@ from podctl.core.cohost import cohost_capacity
 from podctl.derive.site import load_site
 from podctl.runtime.remote import RemoteResult
 from podctl.validate.pod import PodTarget, node_checks, target, waves
-from tests.simpod import grown_sim_site
+from tests.helpers.simpod import grown_sim_site
 
 
 class RecordingNodes:

@@ -15,7 +15,7 @@ from podctl.localize.schedule import check_disjoint
 from podctl.validate.judge import judge
 from podctl.validate.nccl import REPEATS, WARMUP_ITERS, NcclSpec, pairwise_rounds, run_nccl, size_label
 from podctl.validate.slurm import Job, srun_argv
-from tests.localize.conftest import small_fabric
+from tests.helpers.fabrics import small_fabric
 
 MEASUREMENT = "all_reduce_busbw_16MiB"
 

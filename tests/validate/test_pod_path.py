@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 
 def test_the_pods_jobs_run_through_a_local_srun(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from podctl.derive.site import load_site
 from podctl.ibfabric.topofile import guid_key
 from podctl.validate.judge import CheckRun, judge
 from podctl.validate.portcounters import port_counter_runs, port_evidence
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 
 SITE = REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml"
 SAMPLE = REPO / "tests" / "data" / "fabric" / "ibqueryerrors-fdr-sx6036-mailquoted.txt"

@@ -1,5 +1,5 @@
 """The certification report at pod scale: a synthetic 1,344-node result set built from the
-simulated fabric (tests/validate/synthetic_pod.py), written and then opened in a real headless
+simulated fabric (tests/helpers/synthetic_pod.py), written and then opened in a real headless
 browser (Debian's chromium), which must run the page's script and draw it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from podctl.validate.report import write_report
-from tests.validate.synthetic_pod import BAD_GPU, BROKEN, synthetic_pod
+from tests.helpers.synthetic_pod import BAD_GPU, BROKEN, synthetic_pod
 
 MAX_HTML_BYTES = 5 * 1024 * 1024
 

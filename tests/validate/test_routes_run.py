@@ -12,7 +12,7 @@ from podctl.ibfabric.formats import topology_from_plan, write_ibnetdiscover
 from podctl.ibfabric.lft import write_lfts
 from podctl.localize.routing import Router
 from podctl.validate.cabling import names_by_guid, routes_run
-from tests.conftest import SIM_SITE
+from tests.helpers.repo import SIM_SITE
 
 
 def _dumps(tmp_path: Path, drop: str | None = None) -> tuple[Path, Path]:

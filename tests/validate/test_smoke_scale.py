@@ -14,7 +14,7 @@ from podctl.core.cohost import cohost_capacity
 from podctl.derive.site import load_site
 from podctl.validate.judge import judge
 from podctl.validate.pod import PodTarget, reference_rows, smoke_run, target
-from tests.simpod import grown_sim_site
+from tests.helpers.simpod import grown_sim_site
 
 RAW = 9e-5  # TFLOP/s per node, as 31 nodes read on 2 cores
 

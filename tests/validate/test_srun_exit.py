@@ -12,7 +12,7 @@ import json
 from podctl.runtime.remote import RemoteResult
 from podctl.validate.judge import CheckRun, finding_hosts, judge
 from podctl.validate.slurm import Job, SlurmJobs, failed_tasks
-from tests.conftest import REPO
+from tests.helpers.repo import REPO
 from validation.result import envelope
 
 SAMPLES = REPO / "tests" / "data" / "slurm" / "srun-task-errors.txt"

@@ -21,7 +21,7 @@ import pytest
 from podctl.core.state import private_key_for
 from podctl.derive.site import load_site
 from podctl.runtime.remote import HANDSHAKES_PER_HOST, KEEP_STDOUT, site_nodes
-from tests.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, certify, podctl
+from tests.helpers.simpod import SIM_POD, SIM_SUBNET_PREFIX, Pod, certify, podctl
 
 pytestmark = [pytest.mark.sim, pytest.mark.deploy]
 

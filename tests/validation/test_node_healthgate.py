@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cannot_run_here
-from tests.validation.rootowned import NOBODY, Tools, tools_tree
+from tests.helpers.repo import REPO, cannot_run_here
+from tests.helpers.rootowned import NOBODY, Tools, tools_tree
 
 GATE = REPO / "validation" / "healthgate.py"
 

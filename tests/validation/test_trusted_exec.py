@@ -1,6 +1,6 @@
 """podctl-validation-exec (validation/trusted_exec.py): root runs a check only from code root alone
 could have written, isolated, from /. Each attack is run against a real virtualenv in a folder as
-the validation-tools stage leaves it (tests/validation/rootowned.py), as root."""
+the validation-tools stage leaves it (tests/helpers/rootowned.py), as root."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.validation.rootowned import NOBODY, SYSTEM_PYTHON, Tools, tools_tree
+from tests.helpers.rootowned import NOBODY, SYSTEM_PYTHON, Tools, tools_tree
 from validation.trusted_exec import REFUSED
 
 # A module that announces itself: where it ran from, as whom, with which sys.path.

@@ -8,7 +8,7 @@ planted where an operator must find them:
 - that leaf switch named at fault by the fabric check (a fabric-scope failure),
 - one node whose intra-node collective is missing (its check broke).
 
-Used by tests/validate/test_report_scale.py and bench/report_screenshots.py.
+Used by tests/validate/test_report_scale.py.
 """
 
 from __future__ import annotations

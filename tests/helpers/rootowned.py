@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO, cannot_run_here
+from tests.helpers.repo import REPO, cannot_run_here
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 LAUNCHER = REPO / "validation" / "trusted_exec.py"

@@ -22,16 +22,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from podctl.core import state
+from podctl.core.model import Site
 from podctl.core.platforms import SlurmVersion
 from podctl.derive.nodehealth import GATE_PROGRAM
-from podctl.sim.podman import Podman, container_name
+from podctl.sim import pod as sim_pod_api
+from podctl.sim.health import ssh_base
+from podctl.sim.podman import Podman, container_name, pod_filter
 from podctl.sim.preflight import preflight
-from tests.conftest import REPO, SIM_SITE
+from tests.helpers.repo import REPO, SIM_SITE
 
 # The shared pod's name and /24: PODCTL_TEST_SIM_POD and PODCTL_TEST_SIM_SUBNET (e.g. "10.89.40.")
 # let a second checkout run its own pod on the same machine beside this one.
 SIM_POD = os.environ.get("PODCTL_TEST_SIM_POD", "simcert")
 SIM_SUBNET_PREFIX = os.environ.get("PODCTL_TEST_SIM_SUBNET", "10.89.12.")
+# The IPoIB supernet the shared pod gets (tests/conftest.py: `sim_nodes`), and its first octets.
+SIM_IPOIB_SUPERNET = "172.24.0.0/16"
+SIM_IPOIB_SUPERNET_PREFIX = "172.24."
 
 # systemd's D-Bus services that start when a tool asks them something and exit after about 30 s
 # idle (`hostnamectl`, which Ansible's hostname module runs on every deploy, starts
@@ -126,11 +133,55 @@ def sim_up(site: Path) -> None:
 
 @dataclass
 class Nodes:
-    """The run's sim pod before its deploy (tests/conftest.py: `sim_nodes`)."""
+    """The run's sim pod before its deploy (tests/conftest.py: `sim_nodes`); tests/sim/conftest.py's
+    `bare_pod` hands it out as a `SimPod`."""
 
     site: Path
     base: Path
     name: str = SIM_POD
+
+
+@dataclass
+class SimPod:
+    """The run's sim pod before its deploy, through podctl's own sim API (tests/sim/conftest.py:
+    `bare_pod`): its podman, its site and what `up` handed back (the key, the image)."""
+
+    podman: Podman
+    site: Site
+    site_path: Path
+    up: sim_pod_api.UpResult
+
+    @property
+    def name(self) -> str:
+        return self.site.name
+
+    @property
+    def key(self) -> Path:
+        return self.up.key
+
+    def address(self, host: str) -> str:
+        return str(self.site.node(host).address)
+
+    def ssh(
+        self, host: str, command: str, *, check: bool = True, timeout: float = 60, stdin: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        proc = subprocess.run(
+            [
+                *ssh_base(self.key, state.known_hosts_path(self.name), connect_timeout=3),
+                f"root@{self.address(host)}",
+                command,
+            ],
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ssh {host} {command!r} failed ({proc.returncode}): {proc.stderr.decode()}")
+        return proc
+
+    def container_ids(self) -> dict[str, str]:
+        return {c.node: c.id for c in self.podman.containers(pod_filter(self.name))}
 
 
 @dataclass

@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 SITE   ?= inventory/sim/site.yaml
 WHEELS := .cache/validation-wheels
 
-.PHONY: setup sim-wheels sim-setup consumers fabric-setup demo test test-long test-fast mutants bench clean wheel installed
+.PHONY: setup sim-wheels sim-setup consumers slurm-keys fabric-setup demo test test-long test-fast mutants bench clean wheel installed
 
 # Python side: a virtualenv with podctl, Ansible and the test tools. Without bytecode
 # (--no-compile): Python writes it for what is imported, and torch's thousands of modules cost
@@ -41,6 +41,12 @@ sim-setup: setup sim-wheels fabric-setup
 # The real consumers of the rendered configuration (Slurm's daemons, promtool, amtool), for the tests.
 consumers:
 	bash .ci/consumers-setup.sh
+
+# The Slurm keys each supported release knows (podctl/core/slurm-keys.json), read again from
+# that release's own man pages: this machine's Slurm and the consumers image's. Run it when a
+# release's Slurm changes; tests/deploy/test_slurm_settings.py fails until it is run.
+slurm-keys: setup consumers
+	$(BIN)/python -m tests.helpers.slurm_man
 
 # The simulated InfiniBand fabric the fabric tests run the real tools on: Debian's OpenSM,
 # infiniband-diags and ibsim, and ibsim 0.12 (which knows NDR) built from Debian 13's source

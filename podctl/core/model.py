@@ -220,6 +220,8 @@ class Partition:
     hostlist: str
     default: bool
     max_time: str
+    # The site's own options on its PartitionName line (partitions[].options): (key, value), in order.
+    options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,10 @@ class Slurm:
     health_check: HealthCheck | None = HealthCheck()
     # Compute nodes whose slurmd restarts at once when a change needs restarts (slurm.restart_batch).
     restart_batch: int = 32
+    # The site's own slurm.conf and cgroup.conf lines (slurm.config, slurm.cgroup_config): (key,
+    # value), in the site file's order, each key one the release's Slurm knows and podctl sets not.
+    config: tuple[tuple[str, str], ...] = ()
+    cgroup_config: tuple[tuple[str, str], ...] = ()
 
     @property
     def dbd_host(self) -> str | None:

@@ -133,8 +133,12 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
             "node_names": [n.hostname for n in facts.slurm_nodes],
             "partitions": [
                 {"name": p.name, "nodes": p.hostlist, "default": p.default, "max_time": p.max_time}
+                | {"options": dict(p.options)}
                 for p in s.partitions
             ],
+            # The site's own lines (slurm.config, slurm.cgroup_config), checked by podctl check.
+            "config": dict(s.config),
+            "cgroup_config": dict(s.cgroup_config),
             "topology_conf": facts.slurm_topology_conf,
             "health_check": _health_check_vars(s.health_check),
             "restart_batch": s.restart_batch,

@@ -125,3 +125,24 @@ def filter_plugin(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_role_task(role: str, tasks_file: str, name: str, variables: Mapping[str, object], tmp: Path) -> bool:
+    """Run the task called `name` of the role's `tasks_file` alone, on localhost (connection local),
+    with the role's defaults and vars, `variables` as extra vars, and no inventory of a site; True
+    when it failed."""
+    role_dir = roles_dir() / role
+    (task,) = [t for t in yaml.safe_load((role_dir / "tasks" / tasks_file).read_text()) if t.get("name") == name]
+    tmp.mkdir(parents=True, exist_ok=True)
+    playbook, extra = tmp / "one-task.yml", tmp / "one-task-vars.json"
+    vars_files = [str(p) for p in (role_dir / "defaults" / "main.yml", role_dir / "vars" / "main.yml") if p.is_file()]
+    play = {"name": "One task", "hosts": "localhost", "connection": "local", "gather_facts": False}
+    playbook.write_text(yaml.safe_dump([play | {"vars_files": vars_files, "tasks": [task]}]))
+    extra.write_text(json.dumps(dict(variables)))
+    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-e", f"@{extra}", str(playbook)],
+        capture_output=True, text=True, env=env, timeout=180, check=False,
+    )  # fmt: skip
+    assert proc.returncode in (0, 2), proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc.returncode == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from podctl.core import platforms
+from podctl.core import platforms, slurmkeys
 from podctl.core.hostlist import fold as fold_hostlist
 from podctl.core.model import (
     FreeSpace,
@@ -15,6 +15,7 @@ from podctl.core.model import (
     StorageMount,
     mounts_shared_by,
 )
+from podctl.core.suggest import did_you_mean
 from podctl.core.yamlsource import PathKey
 from podctl.derive.sitefile.values import under
 
@@ -28,16 +29,21 @@ class SlurmSection:
             return None
         path: PathKey = ("slurm",)
         controllers = self.slurm_controllers(path, s)
+        release = self.slurm_release(controllers)
         slurm = Slurm(
             cluster_name=s.get("cluster_name", site_name),
             controllers=controllers,
             accounting=s.get("accounting", False),
-            partitions=self.slurm_partitions(path, s["partitions"]),
+            partitions=self.slurm_partitions(path, s["partitions"], release),
             gres=s.get("gres", True),
             select_type=s.get("select_type", "select/cons_tres"),
             state_save_location=self.slurm_state_location(path, s, controllers, storage),
             health_check=self.health_check(path + ("health_check",), s.get("health_check", {}), storage),
             restart_batch=s.get("restart_batch", Slurm.restart_batch),
+            config=self.slurm_settings(path + ("config",), s.get("config", {}), "slurm.conf", release),
+            cgroup_config=self.slurm_settings(
+                path + ("cgroup_config",), s.get("cgroup_config", {}), "cgroup.conf", release
+            ),
         )
         self.slurm_releases(slurm)
         self.slurm_select_type(controllers)
@@ -58,7 +64,74 @@ class SlurmSection:
             )
         return controllers
 
-    def slurm_partitions(self, path: PathKey, declared: list[dict]) -> tuple[Partition, ...]:
+    def slurm_release(self, controllers: tuple[str, ...]) -> platforms.SlurmVersion:
+        """The Slurm the site's daemons run: the primary controller's (Slurm's version rule keeps
+        the others within reach of it: slurm_releases)."""
+        if controllers and controllers[0] in self.by_name:
+            return self.by_name[controllers[0]].platform.slurm
+        return platforms.DEFAULT.slurm
+
+    def slurm_settings(
+        self, path: PathKey, given: dict, where: str, release: platforms.SlurmVersion
+    ) -> tuple[tuple[str, str], ...]:
+        """A site's own Slurm settings (slurm.config, slurm.cgroup_config, a partition's options):
+        each key one the release's Slurm knows (its own man page: podctl.core.slurmkeys) and podctl
+        does not set itself, each value one setting on one line. Keys as the man page writes them."""
+        known = slurmkeys.known_keys(str(release), where)
+        ours = {key.lower(): (key, site_key) for key, site_key in slurmkeys.PODCTL_SETS[where].items()}
+        file = slurmkeys.FILES[where]
+        out: dict[str, tuple[str, str]] = {}
+        for key, value in given.items():
+            kpath = path + (key,)
+            lower = str(key).lower()
+            if lower in ours:
+                name, site_key = ours[lower]
+                self.report.error(
+                    kpath,
+                    f"podctl writes {name} in {file} itself" + (f", from {site_key}" if site_key else ""),
+                    f"set {site_key} instead"
+                    if site_key
+                    else "a site cannot change it (docs/slurm.md lists what podctl sets, and why)",
+                    code="slurm-setting",
+                    key=True,
+                )
+                continue
+            if lower not in known:
+                elsewhere = [r for r in slurmkeys.releases() if lower in slurmkeys.known_keys(r, where)]
+                self.report.error(
+                    kpath,
+                    f"Slurm {release} knows no {key!r} in {file}"
+                    + (f" (Slurm {', '.join(elsewhere)} does: another release)" if elsewhere else ""),
+                    did_you_mean(key, known.values())
+                    or f"see the {slurmkeys.SOURCES[where][0]} man page of Slurm {release}",
+                    code="slurm-setting",
+                    key=True,
+                )
+                continue
+            if lower in out:
+                self.report.error(
+                    kpath,
+                    f"{key!r} is {out[lower][0]!r} already: Slurm reads keys without regard to case",
+                    code="duplicate",
+                    key=True,
+                )
+                continue
+            text = slurmkeys.setting_value(value)
+            problem = slurmkeys.value_problem(text)
+            if problem:
+                self.report.error(
+                    kpath,
+                    f"the value of {known[lower]} {problem}",
+                    "give one value, with no whitespace, '#', backslash or quote (a list: comma-separated)",
+                    code="slurm-setting",
+                )
+                continue
+            out[lower] = (known[lower], text)
+        return tuple(out.values())
+
+    def slurm_partitions(
+        self, path: PathKey, declared: list[dict], release: platforms.SlurmVersion
+    ) -> tuple[Partition, ...]:
         """The partitions: each name once, nodes of this site (compute nodes, or a warning), one default at most."""
         partitions: list[Partition] = []
         seen: dict[str, int] = {}
@@ -90,6 +163,7 @@ class SlurmSection:
                     hostlist=p["nodes"],
                     default=p.get("default", False),
                     max_time=p.get("max_time", "UNLIMITED"),
+                    options=self.slurm_settings(ppath + ("options",), p.get("options", {}), "partition", release),
                 )
             )
         if len(defaults) > 1:

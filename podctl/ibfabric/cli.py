@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from podctl.cliopts import site_argument
 from podctl.core.errors import EXIT_OK, EXIT_WARNINGS
 from podctl.ibfabric.check import FabricCheckError
 
@@ -42,6 +43,15 @@ def _plan(site_file: Path, fabric_name: str):
         known = ", ".join(sorted(site.fabrics)) or "none"
         raise FabricCheckError(f"{site_file}: no fabric {fabric_name!r} (fabrics declared: {known}); pass --fabric")
     return fabric, plan_fabric(fabric), hca_names(site, fabric_name)
+
+
+# The options every fabric command shares (SITE is cliopts.site_argument, as for every command).
+_fabric_option = click.option(
+    "--fabric", "fabric_name", default="compute", show_default=True, help="Which declared fabric."
+)
+_output_option = click.option(
+    "--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 
 
 def _identify_options(what: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -86,7 +96,7 @@ def fabric() -> None:
 
 
 @fabric.command("check")
-@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@site_argument
 @click.option(
     "--ibnetdiscover",
     "ibnetdiscover_file",
@@ -102,8 +112,8 @@ def fabric() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="The HCAs' GUIDs, one 'HOST RAIL GUID' line each: HCAs are then known by GUID, whatever they are called.",
 )
-@click.option("--fabric", "fabric_name", default="compute", show_default=True, help="Which declared fabric to check.")
-@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_fabric_option
+@_output_option
 def check(
     site_file: Path,
     ibnetdiscover_file: Path | None,
@@ -146,7 +156,7 @@ def check(
 
 
 @fabric.command("topology")
-@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@site_argument
 @click.option(
     "--format",
     "fmt",
@@ -156,7 +166,7 @@ def check(
     help="lfts: every switch's forwarding table in dump_lfts.sh's format, routed by podctl's ftree model (each "
     "switch's entries for the nodes of its rails).",
 )
-@click.option("--fabric", "fabric_name", default="compute", show_default=True)
+@_fabric_option
 def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     """Print what the tool would show for a pod cabled exactly as planned."""
     from podctl.ibfabric.formats import topology_from_plan, write_iblinkinfo, write_ibnetdiscover
@@ -172,7 +182,7 @@ def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
 
 
 @fabric.command("routes")
-@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@site_argument
 @click.option(
     "--lfts",
     "lfts_file",
@@ -182,8 +192,8 @@ def topology(site_file: Path, fmt: str, fabric_name: str) -> None:
     "or `ibroute` of each switch, concatenated.",
 )
 @_identify_options("GUIDs place switches and HCAs")
-@click.option("--fabric", "fabric_name", default="compute", show_default=True)
-@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_fabric_option
+@_output_option
 def routes(
     site_file: Path,
     lfts_file: Path,
@@ -260,7 +270,7 @@ def routes(
 
 
 @fabric.command("counters")
-@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
+@site_argument
 @click.option(
     "--ibqueryerrors",
     "ibqueryerrors_file",
@@ -275,8 +285,8 @@ def routes(
     "LID: give --ibnetdiscover.",
 )
 @_identify_options("GUIDs and LIDs name the devices")
-@click.option("--fabric", "fabric_name", default="compute", show_default=True)
-@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_fabric_option
+@_output_option
 def counters(
     site_file: Path,
     ibqueryerrors_file: Path | None,
@@ -348,9 +358,9 @@ def counters(
 
 
 @fabric.command("schedule")
-@click.argument("site_file", metavar="SITE", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--fabric", "fabric_name", default="compute", show_default=True)
-@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@site_argument
+@_fabric_option
+@_output_option
 def schedule(site_file: Path, fabric_name: str, output: str) -> None:
     """Print the rounds of fabric tests: all nodes, SU groups, per-rail leaves, pairwise matchings."""
     from podctl.localize.schedule import plan_rounds

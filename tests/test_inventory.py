@@ -71,6 +71,8 @@ def test_sim_inventory_facts() -> None:
             "threads_per_core": 1,
             "real_memory_mb": 1843,
             "gpus": 0,
+            "gpu_type": "",
+            "gres": [],
         }
     ]
     assert "SwitchName=su01 Nodes=node[01-03]" in slurm["topology_conf"]

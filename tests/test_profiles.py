@@ -44,3 +44,32 @@ def test_hca_names_one_per_hca_and_the_dgx_h100_layout() -> None:
     assert h100.storage_hcas.names == ("mlx5_1", "mlx5_2")  # the default: the names compute leaves free
     assert builtin_profiles()["dgx-h200"].compute_hcas.names == h100.compute_hcas.names
     assert builtin_profiles()["dgx-a100"].compute_hcas.names == tuple(f"mlx5_{n}" for n in range(8))
+
+
+def test_each_gpu_profile_offers_slurm_a_type_and_the_dgx_h100_its_cores() -> None:
+    from podctl.derive.sitefile.profiles import slurm_gpu_type
+
+    types = {name: p.gpus.slurm_type for name, p in builtin_profiles().items() if p.gpus}
+    assert types == {"dgx-a100": "a100", "dgx-h100": "h100", "dgx-h200": "h200", "hgx-h200-2": "h200"}
+    assert builtin_profiles()["dgx-h100"].gpus.cores == ("0-55",) * 4 + ("56-111",) * 4
+    assert builtin_profiles()["dgx-a100"].gpus.cores == ()  # no public source for all eight seen
+    # A model's first word, lower-cased, made of what Slurm's type takes.
+    assert slurm_gpu_type("RTX 6000-Ada") == "rtx_6000"
+    assert slurm_gpu_type("4090") == "gpu_4090"
+
+
+def test_gres_lines_group_the_gpus_next_to_the_same_cores() -> None:
+    from podctl.derive.facts import gres_lines
+
+    assert gres_lines(("0-55",) * 4 + ("56-111",) * 4, 8) == [
+        {"file": "/dev/nvidia[0-3]", "cores": "0-55"},
+        {"file": "/dev/nvidia[4-7]", "cores": "56-111"},
+    ]
+    assert gres_lines(("0-7", "8-15", "0-7"), 3) == [
+        {"file": "/dev/nvidia0", "cores": "0-7"},
+        {"file": "/dev/nvidia1", "cores": "8-15"},
+        {"file": "/dev/nvidia2", "cores": "0-7"},
+    ]
+    assert gres_lines((), 2) == [{"file": "/dev/nvidia[0-1]", "cores": ""}]
+    assert gres_lines((), 1) == [{"file": "/dev/nvidia0", "cores": ""}]
+    assert gres_lines((), 0) == []

@@ -65,6 +65,12 @@ class GPUs:
     memory_gib: int
     nvlink: NVLink | None
     peak_bf16_tflops: float | None
+    # What Slurm calls the type (gres.conf Type=, --gres=gpu:TYPE:N): the model's first word,
+    # lower-cased, unless the profile names it.
+    slurm_type: str = "gpu"
+    # For each GPU, GPU 0 first, the cores next to it as Slurm numbers them (gres.conf Cores=);
+    # empty when the profile does not say.
+    cores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,27 @@ def duration_s(text: str) -> float:
     return int(number) * _DURATION_UNITS_S[text[len(number) :]]
 
 
+def gres_lines(cores: tuple[str, ...], gpus: int) -> list[dict[str, str]]:
+    """gres.conf's File= and Cores= for a node's GPUs: consecutive GPUs next to the same cores share a
+    line (/dev/nvidia[0-3] Cores=0-55); without cores, one line for all of them."""
+    if not gpus:
+        return []
+    if not cores:
+        return [{"file": _nvidia_devices(0, gpus - 1), "cores": ""}]
+    lines: list[dict[str, str]] = []
+    start = 0
+    for k in range(1, gpus + 1):
+        if k < gpus and cores[k] == cores[start]:
+            continue
+        lines.append({"file": _nvidia_devices(start, k - 1), "cores": cores[start]})
+        start = k
+    return lines
+
+
+def _nvidia_devices(first: int, last: int) -> str:
+    return f"/dev/nvidia{first}" if first == last else f"/dev/nvidia[{first}-{last}]"
+
+
 @dataclass(frozen=True)
 class MonitoringWeb:
     """How Prometheus and Alertmanager are reached on the Prometheus host, behind their login."""
@@ -165,7 +186,7 @@ class Facts:
             if not hosts:
                 continue
             prof = site.profiles[group.profile]
-            gpus = prof.gpus.count if prof.gpus else 0
+            gpus = prof.gpus.count if prof.gpus and site.slurm and site.slurm.gres else 0
             lines.append(
                 {
                     "names": fold_hostlist(hosts),
@@ -174,7 +195,9 @@ class Facts:
                     "cores_per_socket": prof.cores_per_socket,
                     "threads_per_core": prof.threads_per_core,
                     "real_memory_mb": int(prof.memory_gib * 1024 * SLURM_MEMORY_FRACTION),
-                    "gpus": gpus if site.slurm and site.slurm.gres else 0,
+                    "gpus": gpus,
+                    "gpu_type": prof.gpus.slurm_type if gpus and prof.gpus else "",
+                    "gres": gres_lines(prof.gpus.cores if prof.gpus else (), gpus),
                 }
             )
         return lines

@@ -291,6 +291,8 @@ def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None
             "threads_per_core": 2,
             "real_memory_mb": 2000000,
             "gpus": 8,
+            "gpu_type": "h100",
+            "gres": [{"file": "/dev/nvidia[0-3]", "cores": "0-27"}, {"file": "/dev/nvidia[4-7]", "cores": "28-55"}],
         }
     ]
     files = render(tmp_path, {"podctl_emulated": False, "podctl_slurm_nodes": gpu_nodes})
@@ -299,10 +301,13 @@ def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None
     assert "TaskPlugin=task/cgroup,task/affinity" in conf
     assert "GresTypes=gpu" in conf
     assert (
-        "NodeName=dgx[001-004] CPUs=112 Sockets=2 CoresPerSocket=28 ThreadsPerCore=2 RealMemory=2000000 Gres=gpu:8 "
+        "NodeName=dgx[001-004] CPUs=112 Sockets=2 CoresPerSocket=28 ThreadsPerCore=2 RealMemory=2000000 Gres=gpu:h100:8 "
         "State=UNKNOWN" in conf
     )
-    assert "NodeName=dgx[001-004] Name=gpu File=/dev/nvidia[0-7]" in files["gres.conf"]
+    assert [line for line in files["gres.conf"].splitlines() if not line.startswith("#")] == [
+        "NodeName=dgx[001-004] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-27",
+        "NodeName=dgx[001-004] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=28-55",
+    ]
     assert "ConstrainDevices=yes" in files["cgroup.conf"]
 
 

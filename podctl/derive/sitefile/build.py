@@ -94,7 +94,7 @@ class Builder(NodeSections, FabricSections, StorageSection, SlurmSection, Monito
         fabrics = self.fabrics(profiles)
         ipoib = self.ipoib(management, fabrics.get("compute"))
         storage = self.storage()
-        slurm = self.slurm(meta["name"], storage)
+        slurm = self.slurm(meta["name"], storage, profiles)
         monitoring = self.monitoring(management, file)
         validation = self.validation(profiles, storage, file)
         self.name_and_time_servers(management)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
@@ -49,6 +50,8 @@ def make_profile(name: str, data: dict, *, builtin: bool) -> Profile:
             memory_gib=g["memory_gib"],
             nvlink=NVLink(nv["generation"], nv["links_per_gpu"], float(nv["bandwidth_gbps"])) if nv else None,
             peak_bf16_tflops=float(g["peak_bf16_tflops"]) if "peak_bf16_tflops" in g else None,
+            slurm_type=g.get("slurm_type") or slurm_gpu_type(g["model"]),
+            cores=tuple(g.get("cores", ())),
         )
     return Profile(
         name=name,
@@ -67,6 +70,22 @@ def make_profile(name: str, data: dict, *, builtin: bool) -> Profile:
         ),
         builtin=builtin,
     )
+
+
+def slurm_gpu_type(model: str) -> str:
+    """The type Slurm offers for a GPU model when the profile does not name one: the model's first
+    word, lower-cased, anything but a letter, digit or _ made _ (H100-SXM5-80GB -> h100)."""
+    word = re.sub(r"[^a-z0-9_]", "_", model.split("-")[0].strip().lower())[:32]
+    return word if re.match(r"^[a-z]", word) else f"gpu_{word}"[:32]
+
+
+def _core_ids(text: str) -> list[int]:
+    """'0-3,8' -> [0, 1, 2, 3, 8] (the schema has checked the form)."""
+    ids: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        ids.extend(range(int(first), int(last or first) + 1))
+    return ids
 
 
 def _hcas(data: dict, taken: tuple[str, ...] = ()) -> HCAs:
@@ -92,6 +111,7 @@ def profile_problems(profile: dict) -> list[tuple[PathKey, str, str, str]]:
                 "cpu-topology",
             )
         )
+    problems.extend(_gpu_core_problems(profile))
     seen: dict[str, str] = {}  # name -> what already has it
     for attr in ("compute_hcas", "storage_hcas"):
         hcas = profile.get(attr)
@@ -123,4 +143,43 @@ def profile_problems(profile: dict) -> list[tuple[PathKey, str, str, str]]:
                     )
                 )
             seen.setdefault(name, format_path((attr, "names", k)))
+    return problems
+
+
+def _gpu_core_problems(profile: dict) -> list[tuple[PathKey, str, str, str]]:
+    """gpus.cores: one entry per GPU, each naming cores the node has (Slurm's core ids run from 0 to
+    sockets x cores per socket - 1)."""
+    gpus = profile.get("gpus")
+    if not isinstance(gpus, dict) or not isinstance(gpus.get("cores"), list):
+        return []
+    cores, count = gpus["cores"], gpus.get("count")
+    problems: list[tuple[PathKey, str, str, str]] = []
+    if isinstance(count, int) and len(cores) != count:
+        problems.append(
+            (
+                ("gpus", "cores"),
+                f"{len(cores)} core list(s) for {count} GPU(s)",
+                "list the cores next to each GPU, GPU 0 first (nvidia-smi topo -m, column CPU Affinity), or leave "
+                "`cores` out",
+                "gpu-cores",
+            )
+        )
+    cpus, threads = profile.get("cpu_cores"), profile.get("threads_per_core", 1)
+    if not (isinstance(cpus, int) and isinstance(threads, int) and threads > 0):
+        return problems
+    physical = cpus // threads
+    for k, text in enumerate(cores):
+        ids = _core_ids(text)
+        bad = [i for i in ids if i >= physical] + [i for i, j in zip(ids, ids[1:]) if j <= i]
+        if bad or not ids:
+            problems.append(
+                (
+                    ("gpus", "cores", k),
+                    f"cores {text!r} are not ascending core ids below {physical} (the node's cores: cpu_cores / "
+                    "threads_per_core)",
+                    "Slurm numbers cores, not hardware threads: on a node with 2 threads per core, take the first "
+                    "range of nvidia-smi's CPU Affinity (0-55 of 0-55,112-167)",
+                    "gpu-cores",
+                )
+            )
     return problems

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 
 from podctl.core import platforms, slurmkeys
 from podctl.core.hostlist import fold as fold_hostlist
@@ -10,6 +11,7 @@ from podctl.core.model import (
     FreeSpace,
     HealthCheck,
     Partition,
+    Profile,
     Role,
     Slurm,
     StorageMount,
@@ -19,11 +21,14 @@ from podctl.core.suggest import did_you_mean
 from podctl.core.yamlsource import PathKey
 from podctl.derive.sitefile.values import under
 
+# A GPU type in a TRES string (TRESBillingWeights=GRES/gpu:h100=2.0, MaxTRESPerUser=gres/gpu:h100=8).
+GPU_TYPE_IN_TRES = re.compile(r"(?i)\bgres/gpu:([a-z0-9_]+)")
+
 
 class SlurmSection:
     """The slurm section of Builder (see build.py): it reads the nodes NodeSections built and the storage."""
 
-    def slurm(self, site_name: str, storage: tuple[StorageMount, ...]) -> Slurm | None:
+    def slurm(self, site_name: str, storage: tuple[StorageMount, ...], profiles: dict[str, Profile]) -> Slurm | None:
         s = self.data.get("slurm")
         if s is None:
             return None
@@ -47,6 +52,7 @@ class SlurmSection:
         )
         self.slurm_releases(slurm)
         self.slurm_select_type(controllers)
+        self.slurm_gpu_types(s, slurm, profiles)
         return slurm
 
     def slurm_controllers(self, path: PathKey, s: dict) -> tuple[str, ...]:
@@ -228,6 +234,28 @@ class SlurmSection:
                 + ")",
                 code="slurm-version",
             )
+
+    def slurm_gpu_types(self, s: dict, slurm: Slurm, profiles: dict[str, Profile]) -> None:
+        """A setting that names a GPU type (a TRES such as gres/gpu:h100) names one that some compute
+        node offers (its profile's gpus.slurm_type), or Slurm would never match it."""
+        offered = set()
+        for node in self.nodes:
+            gpus = profiles[node.profile].gpus if node.profile in profiles else None
+            if Role.COMPUTE in node.roles and gpus is not None and slurm.gres:
+                offered.add(gpus.slurm_type)
+        settings: list[tuple[PathKey, object]] = [(("slurm", "config", k), v) for k, v in s.get("config", {}).items()]
+        for i, p in enumerate(s.get("partitions", [])):
+            settings += [(("slurm", "partitions", i, "options", k), v) for k, v in p.get("options", {}).items()]
+        for path, value in settings:
+            for named in sorted({m.lower() for m in GPU_TYPE_IN_TRES.findall(slurmkeys.setting_value(value))}):
+                if named not in offered:
+                    self.report.error(
+                        path,
+                        f"GPU type {named!r} is offered by no compute node"
+                        + (f" (they offer {', '.join(sorted(offered))})" if offered else " (none offers GPUs)"),
+                        did_you_mean(named, offered) or "name a type of a compute node's profile (gpus.slurm_type)",
+                        code="gpu-type",
+                    )
 
     def slurm_select_type(self, controllers: tuple[str, ...]) -> None:
         """A select plugin the controller's Slurm takes only in part: the slurm role renders what

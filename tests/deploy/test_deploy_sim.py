@@ -258,6 +258,37 @@ def test_sacct_lists_the_job(deploy_pod: DeployPod) -> None:
     _wait_for(listed, 60, "sacct to list the srun job")
 
 
+# A normal user on every node, with the same uid everywhere, as a site's directory would give one.
+MPI_USER = "podctl-mpi"
+MPI_USER_UID = 2050
+# Each rank: its rank, the size, the all-reduced sum of rank + 1, and its node.
+ALLREDUCE = (
+    "from mpi4py import MPI; c = MPI.COMM_WORLD; "
+    "print(c.Get_rank(), c.Get_size(), c.allreduce(c.Get_rank() + 1), MPI.Get_processor_name(), flush=True)"
+)
+
+
+def test_an_mpi_job_starts_through_srun_and_pmix_across_the_nodes_as_a_user(deploy_pod: DeployPod) -> None:
+    config = deploy_pod.ssh("head01", "scontrol show config")
+    assert any(line.split() == ["MpiDefault", "=", "pmix"] for line in config.splitlines()), config
+    for host in ALL:
+        made = deploy_pod.sh(
+            host,
+            f"id -u {MPI_USER} >/dev/null 2>&1 || useradd --no-create-home --home-dir /nonexistent "
+            f"--uid {MPI_USER_UID} {MPI_USER}",
+        )
+        assert made.returncode == 0, made.stderr
+    # No --mpi: MpiDefault. Six ranks on three nodes, wired up by Slurm's PMIx plugin alone.
+    run = deploy_pod.sh(
+        "head01",
+        f"cd /tmp && runuser -u {MPI_USER} -- srun -N 3 -n 6 --chdir=/tmp --time=2 python3 -c {shlex.quote(ALLREDUCE)}",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = sorted(line.split() for line in run.stdout.splitlines() if line.strip())
+    assert [row[:3] for row in rows] == [[str(k), "6", "21"] for k in range(6)], run.stdout + run.stderr
+    assert {row[3] for row in rows} == set(COMPUTE)
+
+
 def _monitoring_password(pod: DeployPod) -> str:
     """The login the deploy generated on this controller (the test pod's site is named after it)."""
     return state.monitoring_password_path(pod.name).read_text().strip()

@@ -300,6 +300,7 @@ def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None
     assert "ProctrackType=proctrack/cgroup" in conf
     assert "TaskPlugin=task/cgroup,task/affinity" in conf
     assert "GresTypes=gpu" in conf
+    assert "MpiDefault=pmix" in conf  # MPI jobs start through srun and Slurm's PMIx plugin
     assert (
         "NodeName=dgx[001-004] CPUs=112 Sockets=2 CoresPerSocket=28 ThreadsPerCore=2 RealMemory=2000000 Gres=gpu:h100:8 "
         "State=UNKNOWN" in conf

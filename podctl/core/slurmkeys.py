@@ -99,6 +99,8 @@ PODCTL_SETS: dict[str, dict[str, str | None]] = {
         "MpiDefault": None,
         "ProctrackType": None,
         "TaskPlugin": None,
+        "JobContainerType": None,
+        "PrologFlags": None,
         "SlurmdParameters": None,
         "ReturnToService": None,
         "SlurmctldTimeout": None,

@@ -50,6 +50,52 @@ def test_every_handler_listens() -> None:
     assert handlers and all(h["listen"].startswith("podctl_monitoring | ") for h in handlers)
 
 
+def _handlers_run(tmp_path: Path, notified: list[str]) -> list[str]:
+    """The names of the role's handlers that act when `notified` are notified in one run: the real
+    handlers file under ansible-playbook, each systemd call replaced by a debug line that names
+    the unit and the state, the rest (when, register, listen, order) as written."""
+    handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
+    for handler in handlers:
+        call = handler.pop("ansible.builtin.systemd_service", None)
+        if call is not None:
+            handler["ansible.builtin.debug"] = {"msg": f"{call['name']} {call['state']}"}
+        handler.pop("become", None)
+    (tmp_path / "handlers.yml").write_text(yaml.safe_dump(handlers))
+    play = {
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "vars": {"_podctl_monitoring_is_server": True},
+        "tasks": [{"name": "notify", "ansible.builtin.debug": {"msg": "x"}, "changed_when": True, "notify": notified}],
+        "handlers": [{"ansible.builtin.import_tasks": str(tmp_path / "handlers.yml")}],
+    }
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
+    env = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOCALHOST_WARNING": "false"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    return [t["task"]["name"] for t in tasks[1:] if not t["hosts"]["localhost"].get("skipped")]
+
+
+@pytest.mark.ansible
+def test_a_restart_is_never_followed_by_a_reload_of_the_same_daemon_in_one_run(tmp_path: Path) -> None:
+    arguments = [
+        "podctl_monitoring | prometheus arguments changed",
+        "podctl_monitoring | alertmanager arguments changed",
+    ]
+    config = ["podctl_monitoring | prometheus config changed", "podctl_monitoring | alertmanager config changed"]
+    # Arguments and configuration changed together: the restart alone, which reads both.
+    assert _handlers_run(tmp_path, arguments + config) == ["Restart Prometheus", "Restart Alertmanager"]
+    # The configuration alone: the reload alone.
+    assert _handlers_run(tmp_path, config) == ["Reload Prometheus", "Reload Alertmanager"]
+
+
 def test_one_slurm_exporter_file_per_choice() -> None:
     spec = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
     for choice in spec["podctl_monitoring_slurm_exporter_source"]["choices"]:

@@ -99,8 +99,6 @@ PODCTL_SETS: dict[str, dict[str, str | None]] = {
         "MpiDefault": None,
         "ProctrackType": None,
         "TaskPlugin": None,
-        "JobContainerType": None,
-        "PrologFlags": None,
         "SlurmdParameters": None,
         "ReturnToService": None,
         "SlurmctldTimeout": None,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from podctl.core.hostlist import HostlistError, expand
 from podctl.core.hostlist import fold as fold_hostlist
-from podctl.core.model import Role, Site
+from podctl.core.model import Site
 from podctl.core.platforms import Platform
 from podctl.sim.errors import SimError
 from podctl.sim.podman import (
@@ -39,10 +39,6 @@ _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 # network namespace).  Faults are still injected from the host, never from
 # inside a node.
 EXTRA_CAPABILITIES: tuple[str, ...] = ("AUDIT_WRITE", "NET_ADMIN", "NET_RAW", "SYS_NICE")
-# And on nodes that run slurmd: each job's own /tmp and /dev/shm (job_container/tmpfs) are mounts
-# in a mount namespace slurmstepd makes for the job, which a container allows only with
-# CAP_SYS_ADMIN. Only those nodes, where a real node's slurmd has it as root; docs/sim.md.
-COMPUTE_CAPABILITIES: tuple[str, ...] = ("SYS_ADMIN",)
 
 # podman's own defaults exceed this machine's hard limits (docs/environment.md);
 # passing them explicitly keeps the sim working without containers.conf.
@@ -63,7 +59,6 @@ class NodeSpec:
     address: ipaddress.IPv4Address
     container: str
     platform: Platform  # which node image it starts from
-    compute: bool = False  # runs slurmd (COMPUTE_CAPABILITIES)
 
 
 @dataclass(frozen=True)
@@ -136,15 +131,7 @@ def pod_spec(site: Site, site_path: str | Path, hostlist: str | None, mounts_roo
                 f"{node.hostname}: address {node.address} is the management gateway, which the sim gives "
                 "to the host side of the pod's bridge"
             )
-        all_nodes.append(
-            NodeSpec(
-                node.hostname,
-                node.address,
-                container_name(pod, node.hostname),
-                node.platform,
-                compute=Role.COMPUTE in node.roles and site.slurm is not None,
-            )
-        )
+        all_nodes.append(NodeSpec(node.hostname, node.address, container_name(pod, node.hostname), node.platform))
     if problems:
         raise SimError(f"site {site.name!r} cannot be simulated:\n  " + "\n  ".join(problems))
     by_name = {n.hostname: n for n in all_nodes}
@@ -229,7 +216,7 @@ def create_args(spec: PodSpec, node: NodeSpec, image: str, public_key: str) -> l
     node_labels = {LABEL_NODE: node.hostname, LABEL_ADDRESS: str(node.address), LABEL_PLATFORM: node.platform.key}
     for key, value in {**spec.labels, **node_labels}.items():
         args += ["--label", f"{key}={value}"]
-    for cap in EXTRA_CAPABILITIES + (COMPUTE_CAPABILITIES if node.compute else ()):
+    for cap in EXTRA_CAPABILITIES:
         args += ["--cap-add", cap]
     for limit in ULIMITS:
         args += ["--ulimit", limit]

@@ -53,9 +53,7 @@ SITES = {
     "dgx-a100-140": REPO / "inventory" / "examples" / "dgx-a100-superpod-140.yaml",
     "dgx-h100-127": REPO / "inventory" / "examples" / "dgx-h100-4su-127.yaml",
 }
-SLURM_FILES = {
-    n: f"{n}.j2" for n in ("slurm.conf", "topology.conf", "cgroup.conf", "gres.conf", "job_container.conf", "mpi.conf")
-}
+SLURM_FILES = {n: f"{n}.j2" for n in ("slurm.conf", "topology.conf", "cgroup.conf", "gres.conf", "mpi.conf")}
 MONITORING_FILES = {
     "prometheus.yml": "prometheus.yml.j2",
     "podctl.rules.yml": "podctl.rules.yml.j2",
@@ -90,12 +88,6 @@ NOT_ABOUT_THE_CONFIG = (
     # adds it (the role, before slurmctld's first start) and when slurmctld registers it itself
     # (the cluster deleted, slurmctld started), on a sim head node (2026-12-06). 22.05 says nothing.
     "We can't find assoc 1 on cluster ",
-    # slurmctld at each start where PrologFlags=Contain (each job's own /tmp: job_container.conf)
-    # meets proctrack/linuxproc, which the sim's nodes use: a note for sites using pam_slurm_adopt,
-    # which podctl does not configure ("If not using pam_slurm_adopt, please ignore error"). 22.05
-    # goes on "either proctrack/cgroup or proctrack/cray_aries is required", 24.11 "proctrack/cgroup
-    # is required".
-    "If using PrologFlags=Contain for pam_slurm_adopt, ",
 )
 
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The console script next to this interpreter (podctl has no __main__).
 ROLE = roles_dir() / "slurm"
 SIM_SITE = REPO / "inventory" / "sim" / "site.yaml"
-TEMPLATES = ["slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "job_container.conf", "mpi.conf"]
+TEMPLATES = ["slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "mpi.conf"]
 
 
 def test_defaults_match_argument_specs() -> None:
@@ -301,10 +301,7 @@ def test_gpu_nodes_on_real_hardware_get_cgroups_and_gres(tmp_path: Path) -> None
     assert "TaskPlugin=task/cgroup,task/affinity" in conf
     assert "GresTypes=gpu" in conf
     assert "MpiDefault=pmix" in conf  # MPI jobs start through srun and Slurm's PMIx plugin
-    # Each job's own /tmp and /dev/shm, under root's folder on the node's local disk.
-    assert {"JobContainerType=job_container/tmpfs", "PrologFlags=Contain"} <= set(conf)
-    assert "BasePath=/var/lib/slurm/job_container" in files["job_container.conf"].splitlines()
-    # PMIx's own store in each rank, which works inside each job's own /tmp and /dev/shm.
+    # PMIx's data in each rank's own hash store (mpi.conf).
     assert "PMIxEnv=PMIX_MCA_gds=hash" in files["mpi.conf"].splitlines()
     assert (
         "NodeName=dgx[001-004] CPUs=112 Sockets=2 CoresPerSocket=28 ThreadsPerCore=2 RealMemory=2000000 Gres=gpu:h100:8 "

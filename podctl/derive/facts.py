@@ -51,10 +51,7 @@ def duration_s(text: str) -> float:
 def gres_lines(cores: tuple[str, ...], gpus: int) -> list[dict[str, str]]:
     """gres.conf's File= and Cores= for a node's GPUs: consecutive GPUs next to the same cores share a
     line (/dev/nvidia[0-3] Cores=0-55); without cores, one line for all of them."""
-    if not gpus:
-        return []
-    if not cores:
-        return [{"file": _nvidia_devices(0, gpus - 1), "cores": ""}]
+    cores = cores or ("",) * gpus  # no cores: every GPU next to the same (none), one line
     lines: list[dict[str, str]] = []
     start = 0
     for k in range(1, gpus + 1):

@@ -80,11 +80,13 @@ def slurm_gpu_type(model: str) -> str:
 
 
 def _core_ids(text: str) -> list[int]:
-    """'0-3,8' -> [0, 1, 2, 3, 8] (the schema has checked the form)."""
+    """'0-3,8' -> [0, 1, 2, 3, 8] (the schema has checked the form); a range whose end is before its
+    start gives its two ends, out of order, for the caller to refuse."""
     ids: list[int] = []
     for part in text.split(","):
         first, _, last = part.partition("-")
-        ids.extend(range(int(first), int(last or first) + 1))
+        low, high = int(first), int(last or first)
+        ids.extend(range(low, high + 1) if low <= high else (low, high))
     return ids
 
 

@@ -321,6 +321,7 @@ def deploy(
 
         def on_event(event: dict[str, Any], recap: Recap) -> None:
             progress.on_event(event, recap, live.console)
+            _print_warnings(event, live.console)
             if diff:
                 _print_diff(event, live.console)
 
@@ -351,10 +352,17 @@ def deploy(
         )
 
 
-def _print_diff(event: dict[str, Any], console: Console) -> None:
-    """With --diff, show each task's file changes as Ansible renders them."""
-    if event.get("event") != "runner_on_ok":
+def _print_warnings(event: dict[str, Any], console: Console) -> None:
+    """What a task warned of (a module's warnings: a policy user Slurm cannot know yet), named by host."""
+    if event.get("event") not in ("runner_on_ok", "runner_on_failed"):
         return
-    res = (event.get("event_data") or {}).get("res") or {}
-    if res.get("diff") and event.get("stdout"):
-        console.print(Text.from_ansi(str(event["stdout"])))
+    data = event.get("event_data") or {}
+    for warning in (data.get("res") or {}).get("warnings") or []:
+        console.print(f"{data.get('host', '?')}: warning: {warning}", style="yellow", soft_wrap=True, markup=False)
+
+
+def _print_diff(event: dict[str, Any], console: Console) -> None:
+    """With --diff, show each task's changes (a file's lines, the sacctmgr commands of the Slurm
+    policy) as Ansible renders them: the runner's event of their own, after the task's result."""
+    if event.get("event") == "runner_on_file_diff" and event.get("stdout"):
+        console.print(Text.from_ansi(str(event["stdout"]).replace("\r\n", "\n")))

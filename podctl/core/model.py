@@ -230,6 +230,66 @@ class Partition:
     options: tuple[tuple[str, str], ...] = ()
 
 
+# What Slurm calls each QoS limit podctl writes (sacctmgr's option names), by the site file's key.
+QOS_LIMITS = {
+    "priority": "Priority",
+    "max_wall": "MaxWall",
+    "max_jobs_per_user": "MaxJobsPerUser",
+    "max_submit_jobs_per_user": "MaxSubmitJobsPerUser",
+    "max_tres_per_user": "MaxTRESPerUser",
+    "max_tres_per_job": "MaxTRESPerJob",
+    "grp_tres": "GrpTRES",
+    "preempt": "Preempt",
+}
+
+
+@dataclass(frozen=True)
+class SlurmQos:
+    """A QoS of the site's policy: its limits as sacctmgr writes them ((option, value), site order)."""
+
+    name: str
+    limits: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SlurmAccount:
+    name: str
+    parent: str = "root"
+    fairshare: int = 1
+    qos: tuple[str, ...] = ()  # empty: the parent's
+    default_qos: str | None = None
+
+
+@dataclass(frozen=True)
+class SlurmUser:
+    name: str
+    accounts: tuple[str, ...]
+    default_account: str
+
+
+# priority/multifactor's weights (slurm.conf key, site key under policy.priority, default): the
+# defaults make fair share the largest factor, then how long a job waited and its QoS.
+PRIORITY_WEIGHTS = (
+    ("PriorityWeightFairshare", "fairshare", 10000),
+    ("PriorityWeightAge", "age", 1000),
+    ("PriorityWeightQOS", "qos", 1000),
+    ("PriorityWeightJobSize", "job_size", 0),
+    ("PriorityWeightPartition", "partition", 0),
+)
+
+
+@dataclass(frozen=True)
+class SlurmPolicy:
+    """slurm.accounting.policy: who may run, under which limits, and in what order."""
+
+    accounts: tuple[SlurmAccount, ...] = ()
+    users: tuple[SlurmUser, ...] = ()
+    qos: tuple[SlurmQos, ...] = ()
+    priority_weights: tuple[tuple[str, int], ...] = tuple((key, default) for key, _, default in PRIORITY_WEIGHTS)
+    decay_half_life: str = "7-00:00:00"
+    prune: bool = False
+
+
 @dataclass(frozen=True)
 class FreeSpace:
     path: str
@@ -268,6 +328,8 @@ class Slurm:
     # value), in the site file's order, each key one the release's Slurm knows and podctl sets not.
     config: tuple[tuple[str, str], ...] = ()
     cgroup_config: tuple[tuple[str, str], ...] = ()
+    # Accounts, users, QoS and fair share (slurm.accounting.policy); None: no policy of podctl's.
+    policy: SlurmPolicy | None = None
 
     @property
     def dbd_host(self) -> str | None:

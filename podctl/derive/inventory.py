@@ -17,7 +17,7 @@ from podctl.core.assets import validation_package
 from podctl.core.errors import PodctlError
 from podctl.core.fsio import write_tree
 from podctl.core.hostlist import is_hostname
-from podctl.core.model import VALIDATION_EXEC, HealthCheck, Role, Secret, Site
+from podctl.core.model import VALIDATION_EXEC, HealthCheck, Role, Secret, Site, SlurmPolicy
 from podctl.core.yamlout import Vaulted
 from podctl.derive import nodehealth
 from podctl.derive.emulated import emulated_host_facts
@@ -142,6 +142,7 @@ def _site_vars(site: Site, facts: Facts, secrets: Mapping[str, str]) -> dict[str
             "topology_conf": facts.slurm_topology_conf,
             "health_check": _health_check_vars(s.health_check),
             "restart_batch": s.restart_batch,
+            "policy": _policy_vars(s.policy),
         }
     if site.monitoring and facts.monitoring_web:
         mon, web = site.monitoring, facts.monitoring_web
@@ -194,6 +195,31 @@ def controller_inputs(site: Site) -> list[tuple[Path, bool]]:
     if site.validation.tools.wheels:
         out.append((Path(site.validation.tools.wheels), False))
     return out
+
+
+def _policy_vars(policy: SlurmPolicy | None) -> dict | None:
+    """slurm.accounting.policy as the slurm role's policy task hands it to podctl.pod.slurm_policy."""
+    if policy is None:
+        return None
+    return {
+        "accounts": [
+            {
+                "name": a.name,
+                "parent": a.parent,
+                "fairshare": a.fairshare,
+                "qos": list(a.qos),
+                "default_qos": a.default_qos,
+            }
+            for a in policy.accounts
+        ],
+        "users": [
+            {"name": u.name, "accounts": list(u.accounts), "default_account": u.default_account} for u in policy.users
+        ],
+        "qos": [{"name": q.name, "limits": dict(q.limits)} for q in policy.qos],
+        "priority_weights": dict(policy.priority_weights),
+        "decay_half_life": policy.decay_half_life,
+        "prune": policy.prune,
+    }
 
 
 def _health_check_vars(hc: HealthCheck | None) -> dict[str, object] | None:

@@ -55,6 +55,15 @@ def plan_summary(site: Site, facts: Facts | None = None) -> dict[str, object]:
                 "cluster": site.slurm.cluster_name,
                 "controllers": fold_hostlist(site.slurm.controllers),
                 "accounting": site.slurm.accounting,
+                "policy": (
+                    {
+                        "accounts": len(site.slurm.policy.accounts),
+                        "users": len(site.slurm.policy.users),
+                        "qos": len(site.slurm.policy.qos),
+                    }
+                    if site.slurm.policy
+                    else None
+                ),
                 "partitions": {p.name: len(p.nodes) for p in site.slurm.partitions},
                 "topology_switches": facts.slurm_topology_conf.count("SwitchName="),
             }
@@ -126,7 +135,14 @@ def print_plan(summary: dict, console: Console) -> None:
         parts = ", ".join(f"{k} ({v} nodes)" for k, v in s["partitions"].items())
         console.print(
             f"Slurm cluster {s['cluster']}: controllers {s['controllers']}, accounting "
-            f"{'on' if s['accounting'] else 'off'}, partitions {parts}, "
+            f"{'on' if s['accounting'] else 'off'}"
+            + (
+                f" with a policy of {s['policy']['accounts']} account(s), {s['policy']['users']} user(s), "
+                f"{s['policy']['qos']} QoS"
+                if s["policy"]
+                else ""
+            )
+            + f", partitions {parts}, "
             f"{s['topology_switches']} switches in topology.conf"
         )
     stages = Table(title="Deploy stages", title_justify="left")

@@ -8,7 +8,6 @@ run it on the pod's nodes through ansible-playbook.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from podctl.derive.inventory import controller_inputs, write_inventory
 from podctl.derive.site import load_site
 from podctl.runtime import converged
 from tests.helpers.repo import SIM_SITE
+from tests.helpers.roles import collection_plugin
 
 MODULE = collection_dir() / "plugins" / "modules" / "converged.py"
 
@@ -262,10 +262,7 @@ def test_the_controller_inputs_are_the_controller_paths_the_inventory_names(tmp_
 
 
 def test_a_folder_snapshot_says_what_is_mounted_on_it() -> None:
-    spec = importlib.util.spec_from_file_location("converged_module", MODULE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = collection_plugin("modules", "converged")
     mounts = module._mounts()
     assert mounts["/proc"].startswith("proc ")
     assert module._file("/proc", module.Keyed(b"k" * 32), mounts).endswith("with " + mounts["/proc"] + " mounted")

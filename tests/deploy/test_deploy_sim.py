@@ -271,13 +271,8 @@ ALLREDUCE = (
 def test_an_mpi_job_starts_through_srun_and_pmix_across_the_nodes_as_a_user(deploy_pod: DeployPod) -> None:
     config = deploy_pod.ssh("head01", "scontrol show config")
     assert any(line.split() == ["MpiDefault", "=", "pmix"] for line in config.splitlines()), config
-    for host in ALL:
-        made = deploy_pod.sh(
-            host,
-            f"id -u {MPI_USER} >/dev/null 2>&1 || useradd --no-create-home --home-dir /nonexistent "
-            f"--uid {MPI_USER_UID} {MPI_USER}",
-        )
-        assert made.returncode == 0, made.stderr
+    # A user of the site's policy (inventory/sim/site.yaml): Slurm refuses anyone else's job.
+    deploy_pod.add_logins({MPI_USER: MPI_USER_UID})
     # No --mpi: MpiDefault. Six ranks on three nodes, wired up by Slurm's PMIx plugin alone.
     run = deploy_pod.sh(
         "head01",
@@ -287,6 +282,145 @@ def test_an_mpi_job_starts_through_srun_and_pmix_across_the_nodes_as_a_user(depl
     rows = sorted(line.split() for line in run.stdout.splitlines() if line.strip())
     assert [row[:3] for row in rows] == [[str(k), "6", "21"] for k in range(6)], run.stdout + run.stderr
     assert {row[3] for row in rows} == set(COMPUTE)
+
+
+# The sim site's policy (inventory/sim/site.yaml): alice in research, bob in teaching; carol in none.
+POLICY_LOGINS = {"alice": 2101, "bob": 2102, "carol": 2103}
+
+
+def _as(user: str, command: str) -> str:
+    return f"cd /tmp && runuser -u {user} -- {command}"
+
+
+def _job_state(pod: DeployPod, job: str) -> str:
+    return pod.ssh("head01", f"squeue -h -j {job} -o '%T %r'").strip()
+
+
+def test_the_sites_policy_decides_who_runs_under_which_limits_and_in_which_order(deploy_pod: DeployPod) -> None:
+    deploy_pod.add_logins(POLICY_LOGINS)
+    tree = deploy_pod.ssh("head01", "sacctmgr -nP show association format=Account,User,ParentName,Share")
+    for row in ("research||root|60", "teaching||root|40", "research|alice||1", "teaching|bob||1"):
+        assert row in tree.splitlines(), tree
+    # Someone in no account of the policy is refused at submission, with Slurm's reason.
+    refused = deploy_pod.sh("head01", _as("carol", "sbatch --wrap true"))
+    assert refused.returncode != 0, refused.stdout
+    assert "Invalid account or account/partition combination specified" in refused.stderr, refused.stderr
+    # Over the QoS's limits: the job waits, and says which limit holds it.
+    over_nodes = deploy_pod.ssh("head01", _as("alice", "sbatch --parsable --qos=interactive -N2 --wrap true")).strip()
+    over_wall = deploy_pod.ssh(
+        "head01", _as("alice", "sbatch --parsable --qos=interactive -N1 --time=01:30:00 --wrap true")
+    ).strip()
+    _wait_for(lambda: _job_state(deploy_pod, over_nodes) == "PENDING QOSMaxNodePerUserLimit", 30, "the node limit")
+    _wait_for(lambda: _job_state(deploy_pod, over_wall) == "PENDING QOSMaxWallDurationPerJobLimit", 30, "MaxWall")
+    deploy_pod.ssh("head01", f"scancel {over_nodes} {over_wall}")
+    # Fair share: alice uses the pod (on a fresh pod bob's account has used nothing). Then, behind a
+    # job that holds every node, the user with the lower fair-share factor submits first and the
+    # other second, each a job that needs all three nodes: the second goes first.
+    deploy_pod.ssh("head01", _as("alice", "srun -N1 --time=1 sleep 3"))
+    share = deploy_pod.ssh("head01", "sshare -a -n -P -o Account,User,RawUsage,FairShare")
+    fair = {
+        row.split("|")[1]: float(row.split("|")[3]) for row in share.splitlines() if row.split("|")[1] in POLICY_LOGINS
+    }
+    # sshare: the account tree, each level indented under its parent.
+    assert {row.split("|")[0] for row in share.splitlines()} >= {"root", " research", " teaching", "  research"}, share
+    assert fair["alice"] != fair["bob"], share
+    low, high = sorted(("alice", "bob"), key=lambda user: fair[user])
+    blocker = deploy_pod.ssh("head01", "sbatch --parsable -N3 --time=1 --wrap 'sleep 8'").strip()
+    _wait_for(lambda: _job_state(deploy_pod, blocker).startswith("RUNNING"), 60, "the job before them to run")
+    jobs = {
+        user: deploy_pod.ssh("head01", _as(user, "sbatch --parsable -N3 --time=1 --wrap 'sleep 2'")).strip()
+        for user in (low, high)
+    }
+    assert all(job.isdigit() for job in jobs.values()), jobs
+    # sprio: each waiting job's weighted fair-share factor (the scheduler's, once it has seen them).
+    factors = ""
+
+    def both_weighed() -> bool:
+        nonlocal factors
+        factors = deploy_pod.ssh("head01", "sprio -h -o '%i %u %F'")
+        return {line.split()[0] for line in factors.splitlines() if line.strip()} >= set(jobs.values())
+
+    _wait_for(both_weighed, 10, f"sprio to list jobs {jobs}")
+    weighted = {line.split()[1]: int(line.split()[2]) for line in factors.splitlines() if line.strip()}
+    assert weighted[high] > weighted[low], factors
+    listed = ",".join(jobs.values())
+    _wait_for(
+        lambda: deploy_pod.ssh("head01", f"sacct -n -X -P -j {listed} -o State").split() == ["COMPLETED"] * 2,
+        120,
+        "both jobs to complete",
+    )
+    starts = dict(
+        line.split("|") for line in deploy_pod.ssh("head01", f"sacct -n -X -P -j {listed} -o JobID,Start").split()
+    )
+    assert starts[jobs[high]] < starts[jobs[low]], (share, starts)
+
+
+def test_a_policy_change_rolls_out_once_under_a_running_job_and_never_takes_an_account_in_use(
+    deploy_pod: DeployPod,
+) -> None:
+    deploy_pod.add_logins(POLICY_LOGINS)
+    text = deploy_pod.site.read_text()
+    changed = text.replace("name: teaching, fairshare: 40", "name: teaching, fairshare: 30").replace(
+        "max_jobs_per_user: 2 }", "max_jobs_per_user: 3 }"
+    )
+    assert changed.count("fairshare: 30") == 1 and changed.count("max_jobs_per_user: 3") == 1
+    # bob's job runs across the changes, until the test lets it end.
+    done = "/home/shared/podctl-test-policy-done"
+    deploy_pod.ssh("head01", f"rm -f {done}")
+    job = deploy_pod.ssh(
+        "head01", _as("bob", f"sbatch --parsable -N1 --wrap 'until [ -e {done} ]; do sleep 1; done'")
+    ).strip()
+    # An account made by hand, which podctl did not create: left alone (the site says no prune).
+    deploy_pod.ssh("head01", "sacctmgr -i add account handmade")
+    try:
+        _wait_for(lambda: _job_state(deploy_pod, job).startswith("RUNNING"), 60, "bob's job to run")
+        _policy_change_under_a_running_job(deploy_pod, changed, job)
+    finally:
+        deploy_pod.site.write_text(changed)
+        deploy_pod.ssh("head01", f"touch {done}")
+        _wait_for(lambda: not _job_state(deploy_pod, job), 60, f"job {job} to end")
+        deploy_pod.ssh("head01", "sacctmgr -i delete account handmade")
+    assert deploy_pod.ssh("head01", f"sacct -n -X -P -j {job} -o State").strip() == "COMPLETED"
+
+
+def _policy_change_under_a_running_job(deploy_pod: DeployPod, changed: str, job: str) -> None:
+    daemons = deploy_pod.daemons()
+    deploy_pod.site.write_text(changed)
+    shown = (
+        "sacctmgr -nP show qos interactive format=MaxJobsPU; sacctmgr -nP show assoc account=teaching format=User,Share"
+    )
+    # --check --diff: the sacctmgr commands that would run, and nothing run.
+    # (The changes are shown on standard error, with the progress; the recap on standard output.)
+    checked = podctl(
+        "deploy", str(deploy_pod.site), "--runs-dir", str(deploy_pod.runs_dir), "--only", "slurm", "--check", "--diff"
+    )
+    stdout = checked.stdout + checked.stderr
+    flat = stdout.replace("\n", " ")
+    assert "sacctmgr --immediate modify qos where name=interactive set MaxJobsPerUser=3" in flat, stdout
+    assert "modify account where name=teaching" in flat and "Fairshare=30" in flat, stdout
+    assert deploy_pod.ssh("head01", shown).split() == ["2", "|40", "bob|1"]
+    recap, _ = _deploy(deploy_pod, "--only", "slurm")
+    assert recap["hosts"]["head01"]["changed"] >= 1
+    assert deploy_pod.ssh("head01", shown).split() == ["3", "|30", "bob|1"]
+    # No daemon restarted for it (slurmdbd told slurmctld), and bob's job runs on.
+    assert not daemons_changed(daemons, deploy_pod.daemons())
+    assert _job_state(deploy_pod, job).startswith("RUNNING")
+    assert "handmade" in deploy_pod.ssh("head01", "sacctmgr -nP show account format=Account").split()
+    # bob taken out of the site while his job runs, and teaching's share changed beside it: refused
+    # before anything changes, naming bob's association and its jobs.
+    removed = changed.replace("        - { name: bob, accounts: [teaching] }\n", "").replace(
+        "name: teaching, fairshare: 30", "name: teaching, fairshare: 20"
+    )
+    assert removed.count("name: bob") == 0 and removed.count("fairshare: 20") == 1
+    deploy_pod.site.write_text(removed)
+    failed = podctl(
+        "deploy", str(deploy_pod.site), "--runs-dir", str(deploy_pod.runs_dir), "--only", "slurm", check=False
+    )
+    assert failed.returncode != 0, failed.stdout
+    refused = failed.stdout + failed.stderr
+    flat = " ".join(refused.split())
+    assert "user bob's association with account teaching: 1 job(s)" in flat, refused
+    assert deploy_pod.ssh("head01", shown).split() == ["3", "|30", "bob|1"]
 
 
 def _monitoring_password(pod: DeployPod) -> str:

@@ -14,7 +14,7 @@ rendered for the site's controller and Prometheus host (tests/helpers/roles.py),
   sandbox starts ends with it, the test failed or not (`_run_sandbox`). Any error, warning
   or fatal line either logs fails the test. The one change to the rendered
   files: accounting is off, because the sandbox has no slurmdbd (the sim pod
-  test below runs the real one);
+  test below runs the real one), and with it the policy's lines that need it;
 - `promtool check config` (with the rule files it names) and `amtool
   check-config` read the monitoring files at their real paths.
 
@@ -66,6 +66,13 @@ MONITORING_FILES = {
 # The login's two users, with throwaway passwords (the role generates random ones).
 LOGIN_PASSWORDS = {"podctl": "operator-password-for-the-sandbox", "prometheus": "prometheus-own-password-sandbox"}
 SANDBOX_ADDRESS = "10.255.0.1"
+# slurm.conf lines slurmctld refuses without slurmdbd (the policy's), left out in the sandbox.
+NEEDS_SLURMDBD = (
+    "AccountingStorageEnforce=",
+    "AccountingStorageTRES=",
+    "PriorityWeightAge=",
+    "PriorityWeightFairshare=",
+)
 # The Slurm generations the daemons are tested at, and where each one's daemons run: this
 # machine's own (CI's host is Debian 12: .ci/run) or the image of the platform's release.
 HOST_PLATFORM = platforms.by_key("debian-12")
@@ -329,6 +336,11 @@ def _start_slurm_daemons(name: str, generation: str, tmp_path: Path, overrides: 
                 "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageType=accounting_storage/none"
             )
             text = text.replace("JobAcctGatherType=jobacct_gather/linux", "JobAcctGatherType=jobacct_gather/none")
+            # And a policy's lines that slurmctld takes only with slurmdbd (24.11: "You can not have
+            # AccountingStorageEnforce set for AccountingStorageType='(null)'", "fatal: slurmdbd is
+            # required to run with TRES gres/gpu", "PriorityWeightAge can only be used with SlurmDBD");
+            # the sim pod's test below reads the policy's lines with its real slurmdbd.
+            text = "".join(line for line in text.splitlines(True) if not line.startswith(NEEDS_SLURMDBD))
         (etc / file_name).write_text(text)
     hosts = " ".join(n.hostname for n in site.nodes)
     (tmp_path / "hosts").write_text(f"127.0.0.1 localhost\n{SANDBOX_ADDRESS} {hosts}\n")

@@ -188,7 +188,20 @@ def test_the_sites_settings_reach_the_files_as_slurm_writes_them(tmp_path: Path)
     batch = next(line for line in conf if line.startswith("PartitionName=batch "))
     assert batch.endswith(" State=UP DefCpuPerGPU=16 ExclusiveUser=NO OverSubscribe=EXCLUSIVE"), batch
     debug = next(line for line in conf if line.startswith("PartitionName=debug "))
-    assert debug.endswith(" State=UP"), debug
+    assert debug.endswith(" State=UP AllowAccounts=research,ops"), debug
+    # The policy's settings (slurm.accounting.policy): its weights, and enforcement with accounting on.
+    for line in (
+        "PriorityType=priority/multifactor",
+        "PriorityWeightFairshare=20000",
+        "PriorityWeightAge=500",
+        "PriorityWeightQOS=2000",
+        "PriorityWeightJobSize=10",
+        "PriorityWeightPartition=100",
+        "PriorityDecayHalfLife=14-00:00:00",
+        "AccountingStorageEnforce=associations,limits,qos,safe",
+        "AccountingStorageTRES=gres/gpu",
+    ):
+        assert line in conf, line
     assert "AllowedRAMSpace=95" in files["cgroup.conf"].splitlines()
 
 

@@ -119,8 +119,13 @@ def bcrypt_filter() -> ModuleType:
 
 def filter_plugin(name: str) -> ModuleType:
     """The collection's filter plugin podctl.pod.<name>, as a module (Ansible loads it so)."""
-    path = roles_dir().parent / "plugins" / "filter" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"podctl_{name}", path)
+    return collection_plugin("filter", name)
+
+
+def collection_plugin(kind: str, name: str) -> ModuleType:
+    """The collection's plugin podctl.pod.<name> of `kind` (filter, modules), imported as a module."""
+    path = roles_dir().parent / "plugins" / kind / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"podctl_{kind}_{name}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

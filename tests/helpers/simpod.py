@@ -288,6 +288,29 @@ class Pod:
             self.sh("head01", f"scontrol update NodeName={host} State=RESUME")
         self.wait_idle()
 
+    def add_logins(self, users: dict[str, int]) -> None:
+        """Users with these uids on every node, as a site's directory gives them. One a policy
+        named before it had a login has no uid in slurmctld's associations, which reads the
+        missing ones hourly or when reconfigured (docs/slurm.md): so after adding any, slurmctld
+        is reconfigured and the nodes waited for."""
+        added = False
+        for host in self.hosts():
+            for name, uid in users.items():
+                made = self.sh(
+                    host,
+                    f"id -u {name} >/dev/null 2>&1 && echo had || "
+                    f"useradd --no-create-home --home-dir /nonexistent --uid {uid} {name}",
+                )
+                assert made.returncode == 0, made.stderr
+                added = added or "had" not in made.stdout
+        if added:
+            self.ssh("head01", "scontrol reconfigure")
+            deadline = time.monotonic() + 60
+            while self.sh("head01", "scontrol ping | grep -q UP").returncode != 0:
+                assert time.monotonic() < deadline, "slurmctld not back within 60 s of its reconfigure"
+                time.sleep(1)
+            self.wait_idle()
+
     def wait_idle(self, timeout_s: float = 240) -> None:
         """Every compute node idle in Slurm again (after a fault was undone)."""
         deadline = time.monotonic() + timeout_s

@@ -19,13 +19,14 @@ from podctl.core.model import (
 )
 from podctl.core.suggest import did_you_mean
 from podctl.core.yamlsource import PathKey
+from podctl.derive.sitefile.slurmpolicy import SlurmPolicySection
 from podctl.derive.sitefile.values import under
 
 # A GPU type in a TRES string (TRESBillingWeights=GRES/gpu:h100=2.0, MaxTRESPerUser=gres/gpu:h100=8).
 GPU_TYPE_IN_TRES = re.compile(r"(?i)\bgres/gpu:([a-z0-9_]+)")
 
 
-class SlurmSection:
+class SlurmSection(SlurmPolicySection):
     """The slurm section of Builder (see build.py): it reads the nodes NodeSections built and the storage."""
 
     def slurm(self, site_name: str, storage: tuple[StorageMount, ...], profiles: dict[str, Profile]) -> Slurm | None:
@@ -35,10 +36,12 @@ class SlurmSection:
         path: PathKey = ("slurm",)
         controllers = self.slurm_controllers(path, s)
         release = self.slurm_release(controllers)
+        accounting = s.get("accounting", False)
+        policy_path = path + ("accounting", "policy")
         slurm = Slurm(
             cluster_name=s.get("cluster_name", site_name),
             controllers=controllers,
-            accounting=s.get("accounting", False),
+            accounting=bool(accounting),
             partitions=self.slurm_partitions(path, s["partitions"], release),
             gres=s.get("gres", True),
             select_type=s.get("select_type", "select/cons_tres"),
@@ -49,7 +52,11 @@ class SlurmSection:
             cgroup_config=self.slurm_settings(
                 path + ("cgroup_config",), s.get("cgroup_config", {}), "cgroup.conf", release
             ),
+            policy=self.slurm_policy(policy_path, accounting["policy"]) if isinstance(accounting, dict) else None,
         )
+        if slurm.policy is not None:
+            self.policy_partitions(path, slurm.partitions, slurm.policy)
+            self.policy_preemption(policy_path + ("qos",), accounting["policy"].get("qos", []), slurm.config)
         self.slurm_releases(slurm)
         self.slurm_select_type(controllers)
         self.slurm_gpu_types(s, slurm, profiles)
@@ -246,7 +253,20 @@ class SlurmSection:
         settings: list[tuple[PathKey, object]] = [(("slurm", "config", k), v) for k, v in s.get("config", {}).items()]
         for i, p in enumerate(s.get("partitions", [])):
             settings += [(("slurm", "partitions", i, "options", k), v) for k, v in p.get("options", {}).items()]
+        policy = s["accounting"].get("policy", {}) if isinstance(s.get("accounting"), dict) else {}
+        for i, q in enumerate(policy.get("qos", [])):
+            qpath = ("slurm", "accounting", "policy", "qos", i)
+            settings += [
+                (qpath + (k, t), t) for k in ("max_tres_per_user", "max_tres_per_job", "grp_tres") for t in q.get(k, {})
+            ]
         for path, value in settings:
+            if value == "gres/gpu" and not offered:
+                self.report.error(
+                    path,
+                    "a GPU limit, but no compute node offers GPUs to Slurm: Slurm counts no gres/gpu here",
+                    "remove the limit, or give the compute nodes a profile with GPUs (and slurm.gres: true)",
+                    code="gpu-type",
+                )
             for named in sorted({m.lower() for m in GPU_TYPE_IN_TRES.findall(slurmkeys.setting_value(value))}):
                 if named not in offered:
                     self.report.error(

@@ -100,17 +100,46 @@ def check(site_file: Path, strict: bool, output: str) -> None:
 
 @main.command()
 @site_argument
-@click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def plan(site_file: Path, output: str) -> None:
+@click.option(
+    "--cables",
+    is_flag=True,
+    help="The cable schedule instead: one row per planned cable of every fabric (both ends, tier, speed, label).",
+)
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
+def plan(site_file: Path, cables: bool, output: str) -> None:
     """Summarize what the site declares and what podctl derives from it."""
     from podctl.derive.plan import plan_summary, print_plan
 
+    if output == "csv" and not cables:
+        raise click.UsageError("-o csv is the cable schedule's form: add --cables")
     site = _load(site_file)
+    if cables:
+        _print_cables(site, output)
+        return
     summary = plan_summary(site)
     if output == "json":
         click.echo(json.dumps(summary, indent=2, sort_keys=True))
     else:
         print_plan(summary, _console())
+
+
+def _print_cables(site, output: str) -> None:  # type: ignore[no-untyped-def]
+    """`plan --cables`: the cable schedule of every fabric (podctl.ibfabric.schedule)."""
+    from podctl.derive.facts import Facts, hca_names
+    from podctl.ibfabric.schedule import COLUMNS, as_csv, as_records, schedule
+
+    plans = Facts(site).plans
+    rows = [row for name, plan in plans.items() for row in schedule(plan, hca_names(site, name))]
+    if output == "csv":
+        click.echo(as_csv(rows), nl=False)
+    elif output == "json":
+        click.echo(json.dumps({"site": site.name, "cables": as_records(rows)}, indent=2))
+    else:
+        records = [["" if v is None else str(v) for v in r.values()] for r in as_records(rows)]
+        widths = [max([len(c)] + [len(r[i]) for r in records]) for i, c in enumerate(COLUMNS)]
+        for line in [list(COLUMNS), *records]:
+            click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+        click.echo(f"{len(rows)} cable(s) in {len(plans)} fabric(s)")
 
 
 @main.command()

@@ -70,6 +70,12 @@ class CableFinding:
             return f"expected {self.expected}, found {self.found}"
         return ""
 
+    @property
+    def label(self) -> str | None:
+        """The planned cable's label in the cable schedule (podctl.ibfabric.schedule: its upper end,
+        `switch[port]`, which is this finding's first end); None for a link the plan does not have."""
+        return None if self.kind.startswith("unexpected-") else self.end_a
+
     def render(self, align: bool = True) -> str:
         """One line, both ends named; `align` pads the kind so that a column of lines lines up."""
         kind = f"{self.kind.upper():<18}" if align else self.kind.upper()
@@ -79,6 +85,7 @@ class CableFinding:
     def as_dict(self) -> dict[str, str | None]:
         return {
             "kind": self.kind,
+            "label": self.label,
             "end_a": self.end_a,
             "end_b": self.end_b,
             "expected": self.expected,

@@ -64,12 +64,19 @@ def _load(site_file: Path):
 @main.command()
 @site_argument
 @click.option("--strict", is_flag=True, help="Exit 1 when there are warnings.")
+@click.option(
+    "--against",
+    "old_site",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The site as it is cabled now: warn of each cable this site would move.",
+)
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def check(site_file: Path, strict: bool, output: str) -> None:
+def check(site_file: Path, strict: bool, old_site: Path | None, output: str) -> None:
     """Check a site file: every problem at once, with its YAML path and position."""
     from podctl.derive.site import check_site_file
 
     result = check_site_file(site_file)
+    moved = _moved_cables(result.site, old_site) if old_site is not None and result.site is not None else []
     if output == "json":
         click.echo(
             json.dumps(
@@ -77,6 +84,7 @@ def check(site_file: Path, strict: bool, output: str) -> None:
                     "file": str(site_file),
                     "ok": not result.errors,
                     "diagnostics": [d.as_dict() for d in result.diagnostics],
+                    "moved_cables": moved,
                 },
                 indent=2,
             )
@@ -84,7 +92,9 @@ def check(site_file: Path, strict: bool, output: str) -> None:
     else:
         for diag in result.diagnostics:
             click.echo(diag.render(), err=False)
-        summary = f"{len(result.errors)} error(s), {len(result.warnings)} warning(s)"
+        for line in moved:
+            click.echo(f"{site_file}: warning: the change moves a cable that exists: {line}")
+        summary = f"{len(result.errors)} error(s), {len(result.warnings) + len(moved)} warning(s)"
         if result.errors:
             click.echo(f"{site_file}: {summary}")
         else:
@@ -93,9 +103,16 @@ def check(site_file: Path, strict: bool, output: str) -> None:
             click.echo(f"{site_file}: ok ({len(site.nodes)} nodes, {len(site.groups)} groups); {summary}")
     if result.errors:
         sys.exit(EXIT_ERRORS)
-    if strict and result.warnings:
+    if strict and (result.warnings or moved):
         sys.exit(EXIT_WARNINGS)
     sys.exit(EXIT_OK)
+
+
+def _moved_cables(site, old_site: Path) -> list[str]:  # type: ignore[no-untyped-def]
+    """`check --against`: each cable of the site as cabled now that this site would move, in a line."""
+    from podctl.ibfabric.schedule import describe
+
+    return [f"{describe(old)}, to {new.label}" for old, new in _cable_changes(_load(old_site), site).moved]
 
 
 @main.command()
@@ -105,14 +122,27 @@ def check(site_file: Path, strict: bool, output: str) -> None:
     is_flag=True,
     help="The cable schedule instead: one row per planned cable of every fabric (both ends, tier, speed, label).",
 )
+@click.option(
+    "--against",
+    "old_site",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The site as it is cabled now: list the cables this site adds, removes and moves.",
+)
 @click.option("--output", "-o", "output", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
-def plan(site_file: Path, cables: bool, output: str) -> None:
+def plan(site_file: Path, cables: bool, old_site: Path | None, output: str) -> None:
     """Summarize what the site declares and what podctl derives from it."""
     from podctl.derive.plan import plan_summary, print_plan
 
-    if output == "csv" and not cables:
-        raise click.UsageError("-o csv is the cable schedule's form: add --cables")
+    if output == "csv" and (not cables or old_site):
+        raise click.UsageError("-o csv is the cable schedule's form: add --cables (without --against)")
     site = _load(site_file)
+    if old_site is not None:
+        changes = _cable_changes(_load(old_site), site)
+        if output == "json":
+            click.echo(json.dumps({"site": str(site_file), "against": str(old_site), **changes.as_dict()}, indent=2))
+        else:
+            _print_changes(changes)
+        return
     if cables:
         _print_cables(site, output)
         return
@@ -123,13 +153,40 @@ def plan(site_file: Path, cables: bool, output: str) -> None:
         print_plan(summary, _console())
 
 
-def _print_cables(site, output: str) -> None:  # type: ignore[no-untyped-def]
-    """`plan --cables`: the cable schedule of every fabric (podctl.ibfabric.schedule)."""
+def _schedule(site):  # type: ignore[no-untyped-def]
+    """Every fabric's cable schedule of `site`, and its fabrics' plans."""
     from podctl.derive.facts import Facts, hca_names
-    from podctl.ibfabric.schedule import COLUMNS, as_csv, as_records, schedule
+    from podctl.ibfabric.schedule import schedule
 
     plans = Facts(site).plans
-    rows = [row for name, plan in plans.items() for row in schedule(plan, hca_names(site, name))]
+    return [row for name, plan in plans.items() for row in schedule(plan, hca_names(site, name))], plans
+
+
+def _cable_changes(old, new):  # type: ignore[no-untyped-def]
+    from podctl.ibfabric.schedule import compare
+
+    return compare(_schedule(old)[0], _schedule(new)[0])
+
+
+def _print_changes(changes) -> None:  # type: ignore[no-untyped-def]
+    from podctl.ibfabric.schedule import describe
+
+    for what, rows in (("added", changes.added), ("removed", changes.removed)):
+        for row in rows:
+            click.echo(f"{what:<8} {describe(row)}")
+    for old, new in changes.moved:
+        click.echo(f"moved    {describe(old)}, to {new.label}")
+    click.echo(
+        f"{len(changes.added)} cable(s) added, {len(changes.removed)} removed, {len(changes.moved)} moved"
+        + ("" if not changes.moved else ": a moved cable is re-cabled by hand on a running pod")
+    )
+
+
+def _print_cables(site, output: str) -> None:  # type: ignore[no-untyped-def]
+    """`plan --cables`: the cable schedule of every fabric (podctl.ibfabric.schedule)."""
+    from podctl.ibfabric.schedule import COLUMNS, as_csv, as_records
+
+    rows, plans = _schedule(site)
     if output == "csv":
         click.echo(as_csv(rows), nl=False)
     elif output == "json":

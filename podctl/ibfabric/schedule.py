@@ -75,3 +75,47 @@ def as_csv(rows: Iterable[CableRow]) -> str:
 
 def as_records(rows: Iterable[CableRow]) -> list[dict[str, object]]:
     return [asdict(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class CableChanges:
+    """What a change of the site does to the cables: each cable is known by its lower end (a node's
+    rail, or a switch's up-port), which is what stays put in the rack; a cable whose lower end lands
+    on another switch port is moved."""
+
+    added: tuple[CableRow, ...]
+    removed: tuple[CableRow, ...]
+    moved: tuple[tuple[CableRow, CableRow], ...]  # (as it is cabled now, as the new plan has it)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "added": as_records(self.added),
+            "removed": as_records(self.removed),
+            "moved": [{"from": asdict(old), "to": asdict(new)} for old, new in self.moved],
+        }
+
+
+def _lower_end(row: CableRow) -> tuple[str, str, str]:
+    return (row.fabric, row.lower_device, str(row.rail) if row.rail is not None else f"port {row.lower_port}")
+
+
+def compare(old: Iterable[CableRow], new: Iterable[CableRow]) -> CableChanges:
+    """The cables `new` adds, removes and moves against `old` (both schedules of every fabric)."""
+    before = {_lower_end(row): row for row in old}
+    after = {_lower_end(row): row for row in new}
+    return CableChanges(
+        added=tuple(row for key, row in after.items() if key not in before),
+        removed=tuple(row for key, row in before.items() if key not in after),
+        moved=tuple(
+            (before[key], row)
+            for key, row in after.items()
+            if key in before
+            and (before[key].upper_device, before[key].upper_port) != (row.upper_device, row.upper_port)
+        ),
+    )
+
+
+def describe(row: CableRow) -> str:
+    """A cable in a line: its lower end (node and HCA, or switch[port]) and its label."""
+    lower = f"{row.lower_device} {row.lower_port}" if row.rail is not None else f"{row.lower_device}[{row.lower_port}]"
+    return f"{lower} -> {row.label}"

@@ -39,6 +39,7 @@ def test_findings_exit_1_and_json_lists_them(planned, tmp_path):
     assert report["findings"] == [
         {
             "kind": "missing",
+            "label": "ib-leaf-su01-r3[5]",  # the cable's label in `podctl plan --cables`
             "end_a": "ib-leaf-su01-r3[5]",
             "end_b": "dgx005 mlx5_4",
             "expected": "ib-leaf-su01-r3[5]",

@@ -87,6 +87,24 @@ def expand(text: str, limit: int = MAX_HOSTS) -> tuple[str, ...]:
         raise HostlistError(str(exc)) from None
 
 
+def expand_in_order(text: str, limit: int = MAX_HOSTS) -> tuple[str, ...]:
+    """The hosts of `text` in the order written (`head02,head01` stays so; each bracketed range
+    in its own order), each once; HostlistError as expand. expand sorts them."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    expand(text, limit)  # the whole first: malformed or too many is refused as expand refuses it
+    hosts: dict[str, None] = {}
+    for part in parts:
+        if part.strip():
+            hosts.update(dict.fromkeys(expand(part, limit)))
+    return tuple(hosts)
+
+
 def fold(hosts: Iterable[str]) -> str:
     """The shortest host list for `hosts`: node01,node02,node03 -> node[01-03]."""
     return str(NodeSet.fromlist(list(hosts)))

@@ -322,6 +322,16 @@ class Facts:
         return out
 
 
+# OpenSM's priority of a fabric's first subnet manager (opensm.conf's sm_priority, 0-15: the
+# highest running one is master); each next one the site lists gets one less, down to 1.
+MASTER_SM_PRIORITY = 14
+
+
+def sm_priorities(fabric: Fabric) -> dict[str, int]:
+    """host -> its OpenSM priority on `fabric`, in the order the site lists them: master first."""
+    return {host: max(1, MASTER_SM_PRIORITY - i) for i, host in enumerate(fabric.subnet_managers)}
+
+
 def fabric_summary(fabric: Fabric, plan: FabricPlan, advice: RoutingAdvice) -> dict[str, object]:
     counts = plan.counts()
     return {
@@ -335,6 +345,7 @@ def fabric_summary(fabric: Fabric, plan: FabricPlan, advice: RoutingAdvice) -> d
         "cables": counts["cables"],
         "oversubscription": round(fabric.oversubscription, 3),
         "subnet_managers": fold_hostlist(list(fabric.subnet_managers)),
+        "sm_priorities": sm_priorities(fabric),
         # What OpenSM will run (the site's choice, else the plan's), and what the plan calls for.
         "routing_engine": fabric.routing_engine or advice.engine,
         "routing_advice": {"engine": advice.engine, "reason": advice.reason},

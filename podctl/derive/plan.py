@@ -112,7 +112,11 @@ def print_plan(summary: dict, console: Console) -> None:
                 t.add_row(tier, str(count), str(f["cables"].get(below[tier], 0)))
         t.add_row("total", str(sum(f["switches"].values())), str(sum(f["cables"].values())), style="bold")
         console.print(t)
-        console.print(f"  subnet managers: {f['subnet_managers'] or '(none)'}; routing engine {f['routing_engine']}")
+        managers = ", ".join(
+            f"{host} (priority {priority}{', master' if i == 0 else ''})"
+            for i, (host, priority) in enumerate(f["sm_priorities"].items())
+        )
+        console.print(f"  subnet managers: {managers or '(none)'}; routing engine {f['routing_engine']}")
         advice = f["routing_advice"]
         if advice["engine"] == f["routing_engine"]:
             console.print(f"  routing: {advice['engine']}, because {advice['reason']}")

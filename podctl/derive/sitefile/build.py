@@ -31,9 +31,10 @@ class Builder(NodeSections, FabricSections, StorageSection, SlurmSection, Monito
 
     # -- helpers -------------------------------------------------------------------
 
-    def hostlist(self, path: PathKey, text: str) -> tuple[str, ...]:
+    def hostlist(self, path: PathKey, text: str, in_order: bool = False) -> tuple[str, ...]:
+        """The hosts of a hostlist: sorted, or with `in_order` as written (hostlists.expand_in_order)."""
         try:
-            hosts = hostlists.expand(text)
+            hosts = hostlists.expand_in_order(text) if in_order else hostlists.expand(text)
         except hostlists.HostlistError as exc:
             self.report.error(
                 path,
@@ -58,9 +59,9 @@ class Builder(NodeSections, FabricSections, StorageSection, SlurmSection, Monito
             return tuple(h for h in hosts if hostlists.is_hostname(h))
         return hosts
 
-    def site_hosts(self, path: PathKey, text: str, what: str) -> tuple[str, ...]:
+    def site_hosts(self, path: PathKey, text: str, what: str, in_order: bool = False) -> tuple[str, ...]:
         """Expand a hostlist whose every host must be a node of this site."""
-        hosts = self.hostlist(path, text)
+        hosts = self.hostlist(path, text, in_order)
         unknown = [h for h in hosts if h not in self.by_name]
         if unknown:
             folded = fold_hostlist(unknown)

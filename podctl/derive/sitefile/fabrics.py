@@ -97,7 +97,8 @@ class FabricSections:
                     code="oversubscription",
                 )
             if "subnet_managers" in f:
-                sms = self.site_hosts(path + ("subnet_managers",), f["subnet_managers"], "")
+                # In the site's order: the first is master (podctl.derive.facts.sm_priorities).
+                sms = self.site_hosts(path + ("subnet_managers",), f["subnet_managers"], "", in_order=True)
             else:
                 sms = tuple(n.hostname for n in self.nodes if Role.SUBNET_MANAGER in n.roles)
                 if not sms:

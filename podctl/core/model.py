@@ -193,13 +193,15 @@ class Fabric:
     leaf_down_ports: int
     leaf_up_ports: int
     rails: int  # cables per node into this fabric
-    nodes: tuple[str, ...]  # hostnames attached, in cabling order
-    subnet_managers: tuple[str, ...]
+    nodes: tuple[str, ...]  # hostnames attached, in cabling order (name order)
+    subnet_managers: tuple[str, ...]  # master first; empty when managed elsewhere (external_sm)
     routing_engine: str | None  # None: the engine the plan calls for (topology.routing_advice)
     switch_prefix: str
     # How the fabric's devices describe themselves (templates; see the schema's fabric.naming).
     naming_switch: tuple[str, ...] = ()
     naming_hca: tuple[str, ...] = ()
+    # subnet_managers: external: UFM or a switch's subnet manager runs the fabric, not podctl.
+    external_sm: bool = False
 
     @property
     def oversubscription(self) -> float:

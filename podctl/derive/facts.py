@@ -346,6 +346,7 @@ def fabric_summary(fabric: Fabric, plan: FabricPlan, advice: RoutingAdvice) -> d
         "oversubscription": round(fabric.oversubscription, 3),
         "subnet_managers": fold_hostlist(list(fabric.subnet_managers)),
         "sm_priorities": sm_priorities(fabric),
+        "external_sm": fabric.external_sm,
         # What OpenSM will run (the site's choice, else the plan's), and what the plan calls for.
         "routing_engine": fabric.routing_engine or advice.engine,
         "routing_advice": {"engine": advice.engine, "reason": advice.reason},

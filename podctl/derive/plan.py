@@ -116,6 +116,7 @@ def print_plan(summary: dict, console: Console) -> None:
             f"{host} (priority {priority}{', master' if i == 0 else ''})"
             for i, (host, priority) in enumerate(f["sm_priorities"].items())
         )
+        managers = "external (UFM or a switch's subnet manager)" if f["external_sm"] else managers
         console.print(f"  subnet managers: {managers or '(none)'}; routing engine {f['routing_engine']}")
         advice = f["routing_advice"]
         if advice["engine"] == f["routing_engine"]:

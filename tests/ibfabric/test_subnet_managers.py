@@ -34,3 +34,24 @@ def test_the_first_subnet_manager_listed_is_master_in_plan_and_in_opensm_conf(tm
     for host, priority in ((master, 14), (standby, 13)):
         conf = render_templates(site, "fabric", host, {"opensm.conf": "opensm.conf.j2"}, tmp_path / host)
         assert re.findall(r"(?m)^sm_priority (\d+)$", conf["opensm.conf"]) == [str(priority)], host
+
+
+def _sim_without_sm(instead: str = "") -> str:
+    """The sim site with no subnet manager of its own: no node of the role, none listed (or `instead`)."""
+    from tests.helpers.repo import SIM_SITE
+
+    text = SIM_SITE.read_text()
+    assert text.count(", subnet-manager") == 1 and text.count("    subnet_managers: head01\n") == 1
+    return text.replace(", subnet-manager", "").replace("    subnet_managers: head01\n", instead)
+
+
+def test_a_fabric_no_one_manages_is_refused_unless_the_site_says_it_is_managed_elsewhere() -> None:
+    from podctl.derive.site import check_site_text
+
+    refused = check_site_text(_sim_without_sm(), "site.yaml")
+    assert [(d.path, d.code) for d in refused.errors] == [("fabrics.compute", "no-subnet-manager")]
+    assert "subnet_managers: external" in (refused.errors[0].hint or "")
+    external = check_site_text(_sim_without_sm("    subnet_managers: external\n"), "site.yaml")
+    assert external.errors == [] and external.site is not None
+    fabric = external.site.fabrics["compute"]
+    assert fabric.external_sm and fabric.subnet_managers == ()

@@ -96,16 +96,20 @@ class FabricSections:
                     "intended for cost, or give the leaf as many up-ports as nodes",
                     code="oversubscription",
                 )
-            if "subnet_managers" in f:
+            external = f.get("subnet_managers") == "external"
+            if external:
+                sms: tuple[str, ...] = ()
+            elif "subnet_managers" in f:
                 # In the site's order: the first is master (podctl.derive.facts.sm_priorities).
                 sms = self.site_hosts(path + ("subnet_managers",), f["subnet_managers"], "", in_order=True)
             else:
                 sms = tuple(n.hostname for n in self.nodes if Role.SUBNET_MANAGER in n.roles)
                 if not sms:
-                    self.report.warning(
+                    self.report.error(
                         path,
-                        f"no subnet manager for the {fname} fabric",
-                        "give a node the subnet-manager role or set subnet_managers (skip if the switches run it)",
+                        f"no subnet manager for the {fname} fabric: without one no port of it comes up",
+                        "give a node with an HCA on it the subnet-manager role, list subnet_managers, or say "
+                        "subnet_managers: external (UFM or a switch's subnet manager runs it)",
                         code="no-subnet-manager",
                     )
             # A subnet manager needs an HCA in the fabric, though management hosts usually sit on
@@ -132,6 +136,7 @@ class FabricSections:
                 rails=rails,
                 nodes=attached,
                 subnet_managers=sms,
+                external_sm=external,
                 routing_engine=f.get("routing_engine"),
                 switch_prefix=f.get("switch_prefix", "ib" if fname == "compute" else "st"),
                 naming_switch=tuple(f.get("naming", {}).get("switch", [])),

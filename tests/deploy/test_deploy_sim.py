@@ -32,7 +32,7 @@ import pytest
 
 from podctl.core import state
 from tests.helpers.repo import REPO
-from tests.helpers.simpod import RECONFIGURED_IN_PLACE, daemons_changed, podctl
+from tests.helpers.simpod import ALLREDUCE, MPI_USER, MPI_USER_UID, RECONFIGURED_IN_PLACE, daemons_changed, podctl
 from tests.helpers.simpod import SIM_IPOIB_SUPERNET_PREFIX as IPOIB_SUPERNET_PREFIX
 from tests.helpers.simpod import SIM_POD as POD
 from tests.helpers.simpod import SIM_SUBNET_PREFIX as SUBNET_PREFIX
@@ -259,15 +259,6 @@ def test_sacct_lists_the_job(deploy_pod: DeployPod) -> None:
 
 
 # A normal user on every node, with the same uid everywhere, as a site's directory would give one.
-MPI_USER = "podctl-mpi"
-MPI_USER_UID = 2050
-# Each rank: its rank, the size, the all-reduced sum of rank + 1, and its node.
-ALLREDUCE = (
-    "from mpi4py import MPI; c = MPI.COMM_WORLD; "
-    "print(c.Get_rank(), c.Get_size(), c.allreduce(c.Get_rank() + 1), MPI.Get_processor_name(), flush=True)"
-)
-
-
 def test_an_mpi_job_starts_through_srun_and_pmix_across_the_nodes_as_a_user(deploy_pod: DeployPod) -> None:
     config = deploy_pod.ssh("head01", "scontrol show config")
     assert any(line.split() == ["MpiDefault", "=", "pmix"] for line in config.splitlines()), config

@@ -51,6 +51,17 @@ ON_DEMAND_SERVICES = frozenset({"systemd-hostnamed.service", "systemd-timedated.
 RECONFIGURED_IN_PLACE = frozenset({"slurmctld.service", "slurmd.service"})
 
 
+# A user of the sim site's policy (inventory/sim/site.yaml) who runs the MPI jobs, with the same uid
+# on every node; and the job each rank runs: its rank, the size, the all-reduced sum of rank + 1,
+# and its node.
+MPI_USER = "podctl-mpi"
+MPI_USER_UID = 2050
+ALLREDUCE = (
+    "from mpi4py import MPI; c = MPI.COMM_WORLD; "
+    "print(c.Get_rank(), c.Get_size(), c.allreduce(c.Get_rank() + 1), MPI.Get_processor_name(), flush=True)"
+)
+
+
 def daemons_changed(
     before: dict[str, dict[str, dict[str, str]]],
     after: dict[str, dict[str, dict[str, str]]],

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.repo import cannot_run_here
-from tests.helpers.simpod import Pod, certify, daemons_changed, podctl, sim_site_copy
+from tests.helpers.simpod import ALLREDUCE, MPI_USER, MPI_USER_UID, Pod, certify, daemons_changed, podctl, sim_site_copy
 
 # A second pod's install and certification (about 10 min on CI's machine): make test-long.
 pytestmark = [pytest.mark.sim, pytest.mark.long]
@@ -76,4 +77,22 @@ def test_a_debian_12_pod_with_slurm_22_05_deploys_reruns_unchanged_and_is_certif
         assert release == "debian 12", (host, found)
         assert slurm.startswith("22.05."), (host, found)
     assert pod.hosts() == ["head01", *COMPUTE]
+    # The site's policy on 22.05 (docs/slurm.md): its accounts in accounting, enforced, and an MPI
+    # job of a policy user across both compute nodes through 22.05's PMIx plugin.
+    tree = pod.ssh("head01", "sacctmgr -nP show association format=Account,User,ParentName,Share").split()
+    assert {"research||root|60", "teaching||root|40", "teaching|bob||1"} <= set(tree), tree
+    config = pod.ssh("head01", "scontrol show config")
+    assert any(
+        line.split() == ["AccountingStorageEnforce", "=", "associations,limits,qos,safe"]
+        for line in config.splitlines()
+    )
+    pod.add_logins({MPI_USER: MPI_USER_UID})
+    run = pod.sh(
+        "head01",
+        f"cd /tmp && runuser -u {MPI_USER} -- srun -N 2 -n 4 --chdir=/tmp --time=2 python3 -c {shlex.quote(ALLREDUCE)}",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(line.split()[:3] for line in run.stdout.splitlines() if line.strip()) == [
+        [str(k), "4", "10"] for k in range(4)
+    ], run.stdout
     certify(pod, 1)

@@ -19,11 +19,19 @@ from tests.helpers import processes
 from tests.helpers.repo import REPO
 
 LEAK = """
+import pathlib
 import subprocess
+import time
 
 def test_leaves_a_daemon_running():
     # A daemon that outlives the command that started it, as slurmctld outlived its sandbox.
     subprocess.run(["sh", "-c", '"$0" 300 > /dev/null 2>&1 & echo $! > "$1"', {daemon!r}, {pid_file!r}], check=True)
+    # Ended only once the daemon is one: until the shell's fork has exec'd it, the process is
+    # still called sh (on a loaded machine past the run's end: CI #35 saw no daemon to name).
+    comm = pathlib.Path("/proc", pathlib.Path({pid_file!r}).read_text().strip(), "comm")
+    deadline = time.monotonic() + 30
+    while comm.read_text().strip() != "slurmctld" and time.monotonic() < deadline:
+        time.sleep(0.05)
 """
 
 

@@ -99,7 +99,7 @@ def test_a_limit_is_read_the_same_however_it_is_written() -> None:
 def test_a_limit_the_site_drops_is_cleared_and_a_tres_it_drops_set_to_minus_one() -> None:
     want = {"interactive": {"Priority": "100", "MaxTRESPerUser": "gres/gpu=8"}}
     have = _state().qos["interactive"]
-    assert policy.qos_changes("interactive", want["interactive"], have) == [
+    assert policy.qos_changes(want["interactive"], have) == [
         "MaxWall=-1",
         "MaxJobsPerUser=-1",
         "MaxTRESPerUser=gres/gpu=8,node=-1",

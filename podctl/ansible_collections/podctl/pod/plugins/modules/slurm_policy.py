@@ -124,8 +124,8 @@ def normal_limit(option, text):
     return text
 
 
-def qos_changes(name, want, have):
-    """The `set` options that make QoS `name`'s limits `want` (option -> site value) from `have`
+def qos_changes(want, have):
+    """The `set` options that make a QoS's limits `want` (option -> site value) from `have`
     (option -> what sacctmgr printed); every managed limit the site leaves out is cleared."""
     sets = []
     for option in QOS_COLUMNS:
@@ -195,7 +195,7 @@ def plan(cluster, want, state, prune):
     for q in want["qos"]:
         if q["name"] not in state.qos:
             adds.append(["add", "qos", q["name"], f"Description={MARK}"])
-        changes = qos_changes(q["name"], q["limits"], state.qos.get(q["name"], {}))
+        changes = qos_changes(q["limits"], state.qos.get(q["name"], {}))
         if changes:
             sets.append(["modify", "qos", "where", f"name={q['name']}", "set", *changes])
     for a in _ancestors_first(want["accounts"]):
